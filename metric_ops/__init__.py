@@ -1,0 +1,33 @@
+"""facetlake metric operations: pure metric code (no Dagster, no Delta, no I/O).
+
+Importing this package registers every built-in metric family with the registry, so
+``metric_ops.registry.get_metric(name)`` sees them all.
+"""
+
+from metric_ops.base import (
+    DIMENSIONS,
+    LOCALITIES,
+    STATUSES,
+    Direction,
+    Metric,
+    MetricDefinitionError,
+    Sample,
+    Score,
+)
+from metric_ops.registry import REGISTRY, UnknownMetricError, get_metric, list_metrics
+from metric_ops import lexical as _lexical  # noqa: F401  (registers built-in metrics)
+
+__all__ = [
+    "DIMENSIONS",
+    "LOCALITIES",
+    "STATUSES",
+    "Direction",
+    "Metric",
+    "MetricDefinitionError",
+    "Sample",
+    "Score",
+    "REGISTRY",
+    "UnknownMetricError",
+    "get_metric",
+    "list_metrics",
+]

@@ -1,0 +1,229 @@
+"""The Metric contract shared by every metric family.
+
+A metric is a class with declared, checked metadata (name, direction, transparency
+dimension, execution locality, version, required sample fields) and a pure
+``score_batch`` method that maps a batch of samples and model outputs to scores.
+Declaring no direction (or an unknown dimension/locality) raises
+:class:`MetricDefinitionError` when the class is defined, not when it is first used.
+
+The signature string follows sacrebleu's habit (``nrefs:1|case:mixed|...|version:2.4``):
+every setting that changes the number, plus the versions of the libraries that compute
+it, so two numbers with different settings are never averaged together.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from importlib import metadata as _importlib_metadata
+from typing import Any, ClassVar, Mapping, Sequence
+
+DIMENSIONS: tuple[str, ...] = ("baseline_grounding", "epistemic", "factual", "process")
+LOCALITIES: tuple[str, ...] = ("local", "external")
+STATUSES: tuple[str, ...] = ("scored", "unscored", "error")
+SAMPLE_FIELDS: tuple[str, ...] = ("input", "output", "references", "context", "metadata", "ratings")
+
+
+class MetricDefinitionError(TypeError):
+    """A metric class is missing or misdeclares part of the Metric contract."""
+
+
+class Direction(str, enum.Enum):
+    """Whether a higher (``maximize``) or lower (``minimize``) value is better."""
+
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One evaluation item in the uniform shape every dataset is normalised to.
+
+    Attributes:
+        sample_id: unique id within its dataset (string; numeric ids are stringified).
+        input: the prompt / question / source text given to the model.
+        references: gold outputs (zero or more); empty when the dataset has none.
+        context: retrieved or source passages (zero or more), e.g. for RAG metrics.
+        metadata: every other field of the raw row (JSON-serialisable).
+        ratings: human ratings by name (e.g. ``{"naturalness": 4.5}``); stored in the
+            scores table as metrics named ``human:<name>``.
+    """
+
+    sample_id: str
+    input: str
+    references: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    ratings: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sample_id, str) or not self.sample_id:
+            raise ValueError(f"sample_id must be a non-empty string, got {self.sample_id!r}")
+        if isinstance(self.references, str) or isinstance(self.context, str):
+            raise TypeError(
+                f"sample {self.sample_id}: references and context must be sequences of strings, "
+                "not a bare string (wrap a single reference as [text])"
+            )
+        object.__setattr__(self, "references", tuple(self.references))
+        object.__setattr__(self, "context", tuple(self.context))
+
+
+@dataclass(frozen=True)
+class Score:
+    """One score for one sample.
+
+    ``value`` is a float in the metric's declared range when ``status == "scored"`` and
+    ``None`` otherwise. ``unscored`` means the metric had nothing to measure (never a
+    zero); ``error`` means the computation failed, with the message in ``detail["error"]``.
+    ``detail`` is JSON-serialisable (reasoning chains, per-claim verdicts, intermediate
+    outputs).
+    """
+
+    value: float | None
+    status: str = "scored"
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.status == "scored":
+            if self.value is None or not isinstance(self.value, (int, float)) or math.isnan(float(self.value)):
+                raise ValueError(f"a scored Score needs a finite float value, got {self.value!r}")
+            object.__setattr__(self, "value", float(self.value))
+        elif self.value is not None:
+            raise ValueError(f"a {self.status} Score carries no value, got {self.value!r}")
+
+    @classmethod
+    def unscored(cls, reason: str, **detail: Any) -> "Score":
+        """No score because there was nothing to measure; ``reason`` says what was missing."""
+        return cls(None, "unscored", {"reason": reason, **detail})
+
+    @classmethod
+    def error(cls, message: str, **detail: Any) -> "Score":
+        """The computation failed for this sample; the message is kept in ``detail``."""
+        return cls(None, "error", {"error": message, **detail})
+
+
+def library_version(dist: str) -> str:
+    """Installed version of distribution ``dist`` or ``"absent"``."""
+    try:
+        return _importlib_metadata.version(dist)
+    except _importlib_metadata.PackageNotFoundError:
+        return "absent"
+
+
+class Metric:
+    """Base class of every metric.
+
+    Subclasses declare as class attributes:
+
+    - ``name`` (str, snake case, unique in the registry),
+    - ``direction`` (:class:`Direction`) -- required; a class without one fails at
+      definition with :class:`MetricDefinitionError`,
+    - ``dimension`` (one of :data:`DIMENSIONS`),
+    - ``locality`` (``"local"`` or ``"external"``; default ``"local"``),
+    - ``version`` (str; bump it whenever the number can change),
+    - ``requires`` (sample fields needed, subset of :data:`SAMPLE_FIELDS`),
+    - ``value_range`` ((lo, hi) of a scored value),
+    - ``libraries`` (distribution names whose versions enter the signature),
+    - ``score_directions`` (optional ``{score_name: Direction}`` when one metric emits
+      several scores, e.g. ROUGE precision/recall/F; default ``{name: direction}``).
+
+    and implement :meth:`score_batch`. Constructor keyword arguments are the metric's
+    parameters; they are kept in ``self.params`` and enter the signature.
+    An abstract intermediate base sets ``abstract = True`` in its class body.
+    Defining a concrete subclass registers it (the asset, the CLI and the SQL tables see
+    it with no further wiring); pass ``register=False`` in the class statement to opt out
+    (``class Probe(Metric, register=False): ...``).
+    """
+
+    name: ClassVar[str]
+    direction: ClassVar[Direction]
+    dimension: ClassVar[str]
+    locality: ClassVar[str] = "local"
+    version: ClassVar[str] = "1"
+    requires: ClassVar[tuple[str, ...]] = ("output", "references")
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    libraries: ClassVar[tuple[str, ...]] = ()
+    score_directions: ClassVar[Mapping[str, Direction] | None] = None
+    aliases: ClassVar[tuple[str, ...]] = ()
+    abstract: ClassVar[bool] = False
+
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("abstract", False):
+            return
+        cls.abstract = False
+        where = f"metric class {cls.__module__}.{cls.__qualname__}"
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise MetricDefinitionError(f"{where} declares no name (add name = 'my_metric')")
+        direction = cls.__dict__.get("direction", getattr(cls, "direction", None))
+        if not isinstance(direction, Direction):
+            raise MetricDefinitionError(
+                f"{where} ({name!r}) declares no direction: add direction = Direction.MAXIMIZE "
+                "or Direction.MINIMIZE so winners and regressions can be decided"
+            )
+        if getattr(cls, "dimension", None) not in DIMENSIONS:
+            raise MetricDefinitionError(f"{where} ({name!r}): dimension must be one of {DIMENSIONS}")
+        if cls.locality not in LOCALITIES:
+            raise MetricDefinitionError(f"{where} ({name!r}): locality must be one of {LOCALITIES}")
+        unknown = set(cls.requires) - set(SAMPLE_FIELDS)
+        if unknown:
+            raise MetricDefinitionError(f"{where} ({name!r}): unknown required fields {sorted(unknown)}")
+        if cls.score_directions is not None:
+            for score_name, d in cls.score_directions.items():
+                if not isinstance(d, Direction):
+                    raise MetricDefinitionError(f"{where}: score {score_name!r} declares no Direction")
+        if register:
+            from metric_ops.registry import REGISTRY
+
+            REGISTRY.add(cls)
+
+    def __init__(self, **params: Any) -> None:
+        self.params: dict[str, Any] = dict(params)
+
+    # ------------------------------------------------------------------ contract
+    @classmethod
+    def emitted(cls) -> dict[str, Direction]:
+        """Names of the scores this metric emits, each with its declared direction."""
+        return dict(cls.score_directions) if cls.score_directions else {cls.name: cls.direction}
+
+    def signature(self) -> str:
+        """sacrebleu-style signature: name, version, parameters, library versions."""
+        parts = [f"{self.name}", f"v:{self.version}"]
+        for key in sorted(self.params):
+            parts.append(f"{key}:{_format_param(self.params[key])}")
+        for lib in self.libraries:
+            parts.append(f"{lib}:{library_version(lib)}")
+        return "|".join(parts)
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        """Score ``outputs[i]`` against ``samples[i]`` for every i.
+
+        Returns one dict per sample mapping each emitted score name to its :class:`Score`.
+        Raises ``ValueError`` when the two sequences differ in length. A per-sample failure
+        may raise; the runner then re-scores that batch one sample at a time and records
+        the failing sample as ``error``.
+        """
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.signature()}>"
+
+
+def _format_param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_format_param(v) for v in value)
+    return str(value)
+
+
+def check_lengths(samples: Sequence[Sample], outputs: Sequence[str]) -> None:
+    """Raise ``ValueError`` when samples and outputs are not aligned one to one."""
+    if len(samples) != len(outputs):
+        raise ValueError(
+            f"got {len(samples)} samples but {len(outputs)} outputs; pass exactly one output per sample"
+        )

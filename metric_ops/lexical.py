@@ -1,0 +1,200 @@
+"""First lexical metrics: exact match and token F1 (SQuAD v2 rules), sentence BLEU
+(sacrebleu) and ROUGE-L (rouge-score).
+
+All are ``baseline_grounding``, ``local``, and take the maximum over a sample's
+references where the reference library does (SQuAD: max over gold answers; sacrebleu:
+multi-reference sentence BLEU; rouge-score: ``score_multi`` keeps the best F).
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+from typing import Sequence
+
+from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+
+# --------------------------------------------------------------------------- SQuAD v2
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = set(string.punctuation)
+
+
+def squad_normalize(text: str) -> str:
+    """SQuAD v2 answer normalisation (official evaluate-v2.0.py ``normalize_answer``):
+    lower-case, drop ASCII punctuation, drop the articles a/an/the, collapse whitespace."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def squad_tokens(text: str) -> list[str]:
+    """Tokens of the normalised answer (``get_tokens`` in evaluate-v2.0.py); empty text -> []."""
+    return squad_normalize(text).split() if text else []
+
+
+def squad_exact(gold: str, pred: str) -> float:
+    """1.0 when the normalised strings are equal, else 0.0 (``compute_exact``)."""
+    return float(squad_normalize(gold) == squad_normalize(pred))
+
+
+def squad_f1(gold: str, pred: str) -> float:
+    """Token-overlap F1 (``compute_f1`` of evaluate-v2.0.py); both empty -> 1.0, one empty -> 0.0."""
+    gold_toks, pred_toks = squad_tokens(gold), squad_tokens(pred)
+    if not gold_toks or not pred_toks:
+        return float(gold_toks == pred_toks)
+    common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_toks)
+    recall = same / len(gold_toks)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _gold_answers(sample: Sample) -> list[str]:
+    # evaluate-v2.0.py: answers that normalise to nothing are dropped; none left -> [""]
+    golds = [a for a in sample.references if squad_normalize(a)]
+    return golds or [""]
+
+
+class ExactMatch(Metric):
+    """Exact match with SQuAD v2 normalisation (Rajpurkar et al., 2018; official
+    ``evaluate-v2.0.py``).
+
+    Input: one output string and >= 1 reference per sample (a reference of ``""`` marks
+    an unanswerable question: an empty output then matches). Output: 1.0 or 0.0, the
+    maximum over references. Empty output vs non-empty gold -> 0.0. A sample with no
+    references at all is ``unscored``.
+    """
+
+    name = "exact_match"
+    aliases = ("em", "exact")
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    version = "1"
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        return [
+            {self.name: Score(max(squad_exact(g, o) for g in _gold_answers(s)))}
+            for s, o in zip(samples, outputs)
+        ]
+
+
+class TokenF1(Metric):
+    """Token-overlap F1 with SQuAD v2 normalisation (official ``evaluate-v2.0.py``).
+
+    Input: one output string and >= 1 reference per sample. Output in [0, 1], the maximum
+    over references; both empty -> 1.0, exactly one empty -> 0.0. No references ->
+    ``unscored``.
+    """
+
+    name = "token_f1"
+    aliases = ("f1", "squad_f1")
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    version = "1"
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        return [
+            {self.name: Score(max(squad_f1(g, o) for g in _gold_answers(s)))}
+            for s, o in zip(samples, outputs)
+        ]
+
+
+# --------------------------------------------------------------------------- BLEU
+
+
+class SentenceBLEU(Metric):
+    """Sentence-level BLEU through sacrebleu (Papineni et al., 2002; Post, 2018).
+
+    Input: one hypothesis and >= 1 references per sample. Output on sacrebleu's 0-100
+    scale (``sacrebleu.sentence_bleu(hyp, refs).score``) with sacrebleu's defaults for
+    sentence BLEU (tokenizer ``13a``, ``exp`` smoothing, effective order). An empty
+    hypothesis or references that tokenise to nothing give 0.0, no exception. The
+    sacrebleu signature string is recorded in ``detail``.
+
+    Parameters: ``tokenize`` (sacrebleu tokenizer name), ``lowercase`` (bool),
+    ``smooth_method`` (``exp``/``floor``/``add-k``/``none``).
+    """
+
+    name = "bleu"
+    aliases = ("sentence_bleu", "sacrebleu")
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    version = "1"
+    value_range = (0.0, 100.0)
+    libraries = ("sacrebleu",)
+
+    def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
+        super().__init__(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
+        from sacrebleu.metrics import BLEU
+
+        self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        results = []
+        for sample, output in zip(samples, outputs):
+            refs = list(sample.references)
+            if not output.strip() or not any(r.strip() for r in refs):
+                results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not output.strip() else "references"})})
+                continue
+            result = self._bleu.sentence_score(output, refs)
+            results.append({self.name: Score(result.score, detail={"bp": result.bp, "precisions": result.precisions})})
+        return results
+
+    def signature(self) -> str:
+        # sentence-level scoring takes a variable number of references per sample
+        sig = self._bleu._SIGNATURE_TYPE({**self._bleu.__dict__, "num_refs": -1})
+        return f"{super().signature()}|sacrebleu_sig:{sig.format()}"
+
+
+# --------------------------------------------------------------------------- ROUGE-L
+
+
+class RougeL(Metric):
+    """ROUGE-L (Lin, 2004) through Google's rouge-score (``rouge_scorer.RougeScorer``).
+
+    Input: one output and >= 1 references per sample. Emits ``rouge_l_precision``,
+    ``rouge_l_recall`` and ``rouge_l_f`` in [0, 1]; with several references the
+    reference with the best F is kept (``score_multi``). rouge-score's default
+    tokenizer keeps only ``[a-z0-9]`` tokens, so text with none of them (CJK, an empty
+    output) scores 0.0. Parameter ``use_stemmer`` (Porter stemming, default False).
+    """
+
+    name = "rouge_l"
+    aliases = ("rougeL", "rouge-l")
+    direction = Direction.MAXIMIZE
+    score_directions = {
+        "rouge_l_precision": Direction.MAXIMIZE,
+        "rouge_l_recall": Direction.MAXIMIZE,
+        "rouge_l_f": Direction.MAXIMIZE,
+    }
+    dimension = "baseline_grounding"
+    version = "1"
+    libraries = ("rouge-score",)
+
+    def __init__(self, use_stemmer: bool = False) -> None:
+        super().__init__(use_stemmer=use_stemmer)
+        from rouge_score import rouge_scorer
+
+        self._scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=use_stemmer)
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        results = []
+        for sample, output in zip(samples, outputs):
+            s = self._scorer.score_multi(list(sample.references), output)["rougeL"]
+            results.append(
+                {
+                    "rouge_l_precision": Score(s.precision),
+                    "rouge_l_recall": Score(s.recall),
+                    "rouge_l_f": Score(s.fmeasure),
+                }
+            )
+        return results

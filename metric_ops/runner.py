@@ -1,0 +1,154 @@
+"""Apply metrics to a batch of samples and outputs, producing rows for the scores table.
+
+Pure: no Dagster, no Delta. The asset and the CLI call :func:`score_rows`.
+
+Rules (DESIGN.md "Contracts others rely on"):
+
+- a sample that lacks a field the metric requires (no references, no context, empty
+  ratings) gets status ``unscored`` with the missing field named, never a zero;
+- when a whole batch raises, the batch is re-scored one sample at a time, and only the
+  samples that still raise are recorded as ``error`` with their message; the others keep
+  their scores (one bad sample never sinks a run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Iterable, Sequence
+
+from metric_ops.base import Metric, Sample, Score, check_lengths
+
+
+def missing_fields(metric: Metric, sample: Sample, output: str | None) -> list[str]:
+    """Required fields of ``metric`` that ``sample``/``output`` do not provide."""
+    missing = []
+    for name in metric.requires:
+        if name == "output":
+            if output is None:
+                missing.append("output")
+        elif name == "input":
+            if not sample.input:
+                missing.append("input")
+        elif not getattr(sample, name):
+            missing.append(name)
+    return missing
+
+
+def _error_row_scores(metric: Metric, message: str) -> dict[str, Score]:
+    return {score_name: Score.error(message) for score_name in metric.emitted()}
+
+
+def score_metric(
+    metric: Metric,
+    samples: Sequence[Sample],
+    outputs: Sequence[str | None],
+    batch_size: int = 256,
+    progress: Callable[[int], Any] | None = None,
+) -> list[dict[str, Score]]:
+    """Scores of ``metric`` for each (sample, output) pair, in input order.
+
+    ``outputs[i]`` is ``None`` when the generation for sample i is missing or failed; such
+    samples are ``unscored`` for metrics that require an output. ``progress`` is called
+    with the number of samples finished after each batch.
+    """
+    check_lengths(samples, outputs)
+    results: list[dict[str, Score] | None] = [None] * len(samples)
+    runnable: list[int] = []
+    for i, (sample, output) in enumerate(zip(samples, outputs)):
+        missing = missing_fields(metric, sample, output)
+        if missing:
+            reason = f"sample has no {', '.join(missing)}"
+            results[i] = {n: Score.unscored(reason, missing=missing) for n in metric.emitted()}
+        else:
+            runnable.append(i)
+    for start in range(0, len(runnable), batch_size):
+        idx = runnable[start : start + batch_size]
+        batch_samples = [samples[i] for i in idx]
+        batch_outputs = [outputs[i] or "" for i in idx]
+        try:
+            batch_scores = metric.score_batch(batch_samples, batch_outputs)
+            if len(batch_scores) != len(idx):
+                raise RuntimeError(f"{metric.name} returned {len(batch_scores)} results for {len(idx)} samples")
+        except Exception:  # noqa: BLE001 - isolate the failing samples below
+            batch_scores = []
+            for s, o in zip(batch_samples, batch_outputs):
+                try:
+                    batch_scores.append(metric.score_batch([s], [o])[0])
+                except Exception as exc:  # noqa: BLE001 - recorded as an error row
+                    batch_scores.append(_error_row_scores(metric, f"{type(exc).__name__}: {exc}"))
+        for i, scores in zip(idx, batch_scores):
+            results[i] = scores
+        if progress is not None:
+            progress(len(idx))
+    return [r if r is not None else {} for r in results]
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def detail_json(detail: Any) -> str:
+    """Serialise a ``detail`` mapping to compact JSON (numpy values converted)."""
+    return json.dumps(detail, default=_json_default, ensure_ascii=False, sort_keys=True)
+
+
+def score_rows(
+    metric: Metric,
+    samples: Sequence[Sample],
+    outputs: Sequence[str | None],
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """Rows for the scores table: one per sample x emitted score name.
+
+    Each row has ``sample_id, metric, value, direction, dimension, locality, status,
+    detail (JSON string), signature``; the caller adds model, fingerprint and dataset.
+    """
+    directions = metric.emitted()
+    signature = metric.signature()
+    rows = []
+    for sample, scores in zip(samples, score_metric(metric, samples, outputs, **kwargs)):
+        for score_name, direction in directions.items():
+            score = scores.get(score_name) or Score.error(f"{metric.name} produced no {score_name} score")
+            rows.append(
+                {
+                    "sample_id": sample.sample_id,
+                    "metric": score_name,
+                    "value": score.value,
+                    "direction": direction.value,
+                    "dimension": metric.dimension,
+                    "locality": metric.locality,
+                    "status": score.status,
+                    "detail": detail_json(score.detail),
+                    "signature": signature,
+                }
+            )
+    return rows
+
+
+def human_rating_rows(samples: Iterable[Sample]) -> list[dict[str, Any]]:
+    """Human ratings as score rows named ``human:<rating>`` (direction maximize)."""
+    rows = []
+    for sample in samples:
+        for name, value in sorted(sample.ratings.items()):
+            ok = value is not None and math.isfinite(float(value))
+            rows.append(
+                {
+                    "sample_id": sample.sample_id,
+                    "metric": f"human:{name}",
+                    "value": float(value) if ok else None,
+                    "direction": "maximize",
+                    "dimension": "baseline_grounding",
+                    "locality": "local",
+                    "status": "scored" if ok else "unscored",
+                    "detail": detail_json({"source": "dataset human rating"} if ok else {"reason": "rating missing"}),
+                    "signature": f"human:{name}|source:dataset",
+                }
+            )
+    return rows
