@@ -16,6 +16,10 @@ from metric_ops.base import (
 )
 from metric_ops.registry import REGISTRY, UnknownMetricError, get_metric, list_metrics
 from metric_ops import lexical as _lexical  # noqa: F401  (registers built-in metrics)
+from metric_ops import bleu as _bleu  # noqa: F401
+from metric_ops import rouge as _rouge  # noqa: F401
+from metric_ops import meteor as _meteor  # noqa: F401
+from metric_ops import bertscore as _bertscore  # noqa: F401
 
 __all__ = [
     "DIMENSIONS",

@@ -106,6 +106,45 @@ class TokenF1(Metric):
         ]
 
 
+def squad_contains(gold: str, pred: str) -> float:
+    """1.0 when the SQuAD-normalised gold answer occurs as a contiguous run of whole tokens
+    in the SQuAD-normalised prediction, else 0.0. Both normalise to nothing -> 1.0 (SQuAD
+    v2's no-answer rule); exactly one empty -> 0.0."""
+    gold_toks, pred_toks = squad_tokens(gold), squad_tokens(pred)
+    if not gold_toks or not pred_toks:
+        return float(gold_toks == pred_toks)
+    k = len(gold_toks)
+    return float(any(pred_toks[i : i + k] == gold_toks for i in range(len(pred_toks) - k + 1)))
+
+
+class QuasiExactMatch(Metric):
+    """Quasi-exact match: the gold answer appears, as whole tokens, in the output, both
+    after SQuAD v2 normalisation (lower-case, ASCII punctuation and a/an/the removed,
+    whitespace collapsed; ``evaluate-v2.0.py``'s ``normalize_answer``).
+
+    ``exact_match`` asks for equality of the normalised strings, which a free-form answer
+    ("It is Paris, the capital.") rarely meets; quasi-exact match relaxes equality to
+    token-aligned containment, the "answer contained" check used for long-form QA (there
+    is no single standard for "quasi": this is the one facetlake uses, documented in
+    docs/metrics.md). Input: one output and >= 1 references; output 1.0 or 0.0, max over
+    gold answers; an empty gold (unanswerable) matches only an empty output; no
+    references -> ``unscored``.
+    """
+
+    name = "quasi_exact_match"
+    aliases = ("qem", "quasi_em")
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    version = "1"
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        return [
+            {self.name: Score(max(squad_contains(g, o) for g in _gold_answers(s)))}
+            for s, o in zip(samples, outputs)
+        ]
+
+
 # --------------------------------------------------------------------------- BLEU
 
 

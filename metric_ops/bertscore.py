@@ -1,0 +1,293 @@
+"""BERTScore and semantic similarity, computed in process from contextual embeddings.
+
+BERTScore (Zhang et al., ICLR 2020) follows the reference implementation
+(``bert_score`` 0.3.13, ``utils.greedy_cos_idf``) step for step: token ids by its
+``sent_encode`` rule (strip, special tokens, cut at the model's maximum length), hidden
+states of one layer, cosine similarity of every candidate token with every reference
+token (special tokens included in the matching, weighted 0), greedy max matching,
+optional idf weights computed over the references, optional baseline rescaling, and the
+best of several references taken per component (P, R and F separately, as the reference
+does). ``bert_score`` itself is a test-only dependency used to cross-validate this code.
+
+Semantic similarity is the cosine of sentence embeddings: the mean of the last layer's
+token states over the attention mask, L2-normalised -- the sentence-transformers pipeline
+of all-MiniLM-L6-v2 (Transformer, max_seq_length 256 -> mean Pooling -> Normalize).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any, Sequence
+
+from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.embeddings import DEFAULT_BATCH_SIZE, get_encoder, model_identity
+
+
+class IdfUndefinedError(ValueError):
+    """idf weighting was asked for with fewer than 2 reference documents."""
+
+
+def idf_weights(reference_ids: Sequence[Sequence[int]]) -> dict[int, float]:
+    """Inverse document frequency of each token id over the reference documents, as
+    ``bert_score.utils.get_idf_dict``: idf(t) = ln((N + 1) / (df(t) + 1)), N documents;
+    unseen tokens get ln(N + 1) (see :func:`idf_default`).
+
+    Raises :class:`IdfUndefinedError` with fewer than 2 documents: with one document every
+    token it contains has idf ln(2/2) = 0, the weights sum to zero and the score is NaN
+    (the reference library returns NaN there)."""
+    n_docs = len(reference_ids)
+    if n_docs < 2:
+        raise IdfUndefinedError(
+            f"idf weighting needs at least 2 reference documents, got {n_docs}: with one document "
+            "every idf is ln(2/2) = 0 and BERTScore is undefined (NaN); score more samples at once "
+            "or use idf=False"
+        )
+    df: Counter = Counter()
+    for ids in reference_ids:
+        df.update(set(ids))
+    return {t: math.log((n_docs + 1) / (c + 1)) for t, c in df.items()}
+
+
+def idf_default(n_docs: int) -> float:
+    """idf of a token seen in no reference document: ln(N + 1)."""
+    return math.log(n_docs + 1)
+
+
+def greedy_match(hyp: Any, ref: Any, hyp_w: Any, ref_w: Any) -> tuple[float, float, float]:
+    """Greedy-matching BERTScore of one pair (``bert_score.utils.greedy_cos_idf``).
+
+    Args:
+        hyp, ref: float32 tensors (n, d) and (m, d) of token states (special tokens included).
+        hyp_w, ref_w: float32 tensors (n,) and (m,) of token weights (idf, or 1; 0 for the
+            special tokens when idf is off).
+
+    Returns:
+        (P, R, F) as floats; F = 2PR/(P+R) with NaN -> 0. The weights are normalised to sum
+        to 1; a zero sum gives NaN for P or R (the caller reports it).
+    """
+    import torch
+
+    hyp = hyp / torch.norm(hyp, dim=-1, keepdim=True)
+    ref = ref / torch.norm(ref, dim=-1, keepdim=True)
+    sim = hyp @ ref.T
+    word_p = sim.max(dim=1).values
+    word_r = sim.max(dim=0).values
+    p = (word_p * (hyp_w / hyp_w.sum())).sum()
+    r = (word_r * (ref_w / ref_w.sum())).sum()
+    f = 2 * p * r / (p + r)
+    return float(p), float(r), float(f)
+
+
+class BERTScore(Metric):
+    """BERTScore precision, recall and F1 (Zhang et al., 2020), computed in process.
+
+    Input: one candidate and >= 1 references per sample. Emits ``bertscore_precision``,
+    ``bertscore_recall`` and ``bertscore_f1``: cosine-based, in [-1, 1] in principle and
+    in practice in (0, 1] without rescaling; rescaled values may fall below 0. With
+    several references each of P, R, F is the maximum over references (the reference
+    library's rule).
+
+    Parameters (all enter the signature):
+        model: local encoder folder (default: the packaged all-MiniLM-L6-v2).
+        num_layers: which layer's hidden states to use, 1..L (default: the last layer;
+            bert_score's ``num_layers``).
+        idf: weight tokens by idf over the references scored together. This makes the
+            metric corpus-level (``corpus_level`` is True): pass the whole set of samples
+            in one ``score_batch`` call. Refused (:class:`IdfUndefinedError`) with fewer
+            than 2 references in the call.
+        baseline: ``(b_P, b_R, b_F)`` to rescale with, x -> (x - b) / (1 - b) (bert_score's
+            ``rescale_with_baseline``); bert_score ships no baseline for MiniLM, so the
+            values must be given (e.g. read from a bert_score baseline file's row for the
+            layer used).
+    ``batch_size`` and ``device`` change speed, not the numbers, and are not recorded.
+
+    Edge cases, as the reference: text longer than the model's maximum length (512
+    tokens for MiniLM, special tokens included) is cut to it and ``detail["truncated"]``
+    says how many tokens were dropped from which side; an empty (or whitespace-only)
+    candidate or reference scores P = R = F = 0 (before rescaling) with
+    ``detail["empty"]`` set.
+    """
+
+    name = "bertscore"
+    aliases = ("bert_score",)
+    direction = Direction.MAXIMIZE
+    score_directions = {
+        "bertscore_precision": Direction.MAXIMIZE,
+        "bertscore_recall": Direction.MAXIMIZE,
+        "bertscore_f1": Direction.MAXIMIZE,
+    }
+    dimension = "baseline_grounding"
+    version = "1"
+    value_range = (-1.0, 1.0)
+    libraries = ("transformers", "torch")
+
+    def __init__(
+        self,
+        model: str | None = None,
+        num_layers: int | None = None,
+        idf: bool = False,
+        baseline: Sequence[float] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        device: str = "cpu",
+        progress: bool = False,
+    ) -> None:
+        self.encoder = get_encoder(model, device)
+        layer = self.encoder.num_layers if num_layers is None else int(num_layers)
+        if not 1 <= layer <= self.encoder.num_layers:
+            raise ValueError(f"num_layers must be in 1..{self.encoder.num_layers} for this model, got {num_layers!r}")
+        if baseline is not None:
+            baseline = tuple(float(b) for b in baseline)
+            if len(baseline) != 3 or any(b >= 1.0 for b in baseline):
+                raise ValueError(f"baseline must be three numbers (P, R, F) below 1, got {baseline!r}")
+        params: dict[str, Any] = {"model": model_identity(self.encoder.path), "num_layers": layer, "idf": bool(idf)}
+        if baseline is not None:
+            params["baseline"] = baseline
+        super().__init__(**params)
+        self.layer = layer
+        self.idf = bool(idf)
+        self.baseline = baseline
+        self.batch_size = batch_size
+        self.progress = progress
+
+    @property
+    def corpus_level(self) -> bool:  # type: ignore[override]
+        """True when idf weighting makes the numbers depend on the whole scored set."""
+        return self.idf
+
+    def signature(self) -> str:
+        return f"{super().signature()}|max_len:{self.encoder.max_length}|rescaled:{'yes' if self.baseline else 'no'}"
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        import torch
+
+        check_lengths(samples, outputs)
+        enc = self.encoder
+        ref_texts = [list(s.references) for s in samples]
+        unique = list(dict.fromkeys([*outputs, *(r for refs in ref_texts for r in refs)]))
+        encoded = dict(zip(unique, enc.encode(unique)))
+        n_special = len(enc.encode([""])[0][0])
+        special = set(enc.tokenizer.all_special_ids)
+
+        if self.idf:
+            flat_refs = [encoded[r][0] for refs in ref_texts for r in refs]
+            idf = idf_weights(flat_refs)
+            default = idf_default(len(flat_refs))
+            weight = lambda ids: torch.tensor([idf.get(t, default) for t in ids], dtype=torch.float32)  # noqa: E731
+        else:
+            weight = lambda ids: torch.tensor([0.0 if t in special else 1.0 for t in ids], dtype=torch.float32)  # noqa: E731
+
+        states = dict(zip(unique, enc.embed([encoded[t][0] for t in unique], self.layer, self.batch_size, self.progress, "bertscore")))
+        results = []
+        for output, refs in zip(outputs, ref_texts):
+            detail: dict[str, Any] = {}
+            hyp_ids, hyp_cut = encoded[output]
+            truncated = {}
+            if hyp_cut:
+                truncated["candidate_tokens_dropped"] = hyp_cut
+            empty = []
+            if len(hyp_ids) == n_special:
+                empty.append("candidate")
+            best = [-math.inf, -math.inf, -math.inf]
+            nan_weights = False
+            for k, ref in enumerate(refs):
+                ref_ids, ref_cut = encoded[ref]
+                if ref_cut:
+                    truncated.setdefault("reference_tokens_dropped", []).append(ref_cut)
+                ref_empty = len(ref_ids) == n_special
+                if ref_empty and "reference" not in empty:
+                    empty.append("reference")
+                p, r, f = greedy_match(states[output], states[ref], weight(hyp_ids), weight(ref_ids))
+                if len(hyp_ids) == n_special or ref_empty:
+                    p, r = 0.0, 0.0  # bert_score: "Empty candidate/reference ... setting raw BERTScores to 0"
+                if math.isnan(f):
+                    f = 0.0  # bert_score: F.masked_fill(isnan(F), 0)
+                if math.isnan(p) or math.isnan(r):
+                    nan_weights = True
+                    continue
+                best = [max(best[0], p), max(best[1], r), max(best[2], f)]
+            if truncated:
+                detail["truncated"] = {**truncated, "max_length": enc.max_length}
+            if empty:
+                detail["empty"] = empty
+            if nan_weights and best[0] == -math.inf:
+                msg = "every token weight is 0 (all candidate or reference tokens have idf 0), BERTScore is undefined"
+                results.append({n: Score.error(msg, **detail) for n in self.score_directions})
+                continue
+            if self.baseline is not None:
+                best = [(v - b) / (1 - b) for v, b in zip(best, self.baseline)]
+                detail["baseline"] = list(self.baseline)
+            results.append(
+                {
+                    "bertscore_precision": Score(best[0], detail=detail),
+                    "bertscore_recall": Score(best[1], detail=detail),
+                    "bertscore_f1": Score(best[2], detail=detail),
+                }
+            )
+        return results
+
+
+class SemanticSimilarity(Metric):
+    """Cosine similarity of sentence embeddings (Reimers & Gurevych, 2019): mean pooling
+    of the encoder's last layer over the attention mask, L2-normalised, as the
+    sentence-transformers pipeline of all-MiniLM-L6-v2 (max_seq_length 256).
+
+    Input: one output and >= 1 references; value in [-1, 1], the maximum over
+    references. Text past ``max_seq_length`` tokens is cut (``detail["truncated"]``); an
+    empty output is embedded as the special tokens alone, as sentence-transformers does,
+    and flagged in ``detail["empty"]``. Parameters: ``model`` (local folder, default the
+    packaged MiniLM), ``max_seq_length`` (256, the model's sentence-transformers setting).
+    Shares the token-embedding cache with ``bertscore`` (same model, last layer).
+    """
+
+    name = "semantic_similarity"
+    aliases = ("cosine_similarity", "sem_sim")
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    version = "1"
+    value_range = (-1.0, 1.0)
+    libraries = ("transformers", "torch")
+
+    def __init__(
+        self,
+        model: str | None = None,
+        max_seq_length: int = 256,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        device: str = "cpu",
+        progress: bool = False,
+    ) -> None:
+        self.encoder = get_encoder(model, device)
+        super().__init__(model=model_identity(self.encoder.path), max_seq_length=int(max_seq_length), pooling="mean")
+        self.max_seq_length = int(max_seq_length)
+        self.batch_size = batch_size
+        self.progress = progress
+
+    def sentence_embeddings(self, texts: Sequence[str]) -> tuple[Any, list[int]]:
+        """L2-normalised sentence embeddings (len(texts), hidden) and, per text, the number
+        of tokens cut by ``max_seq_length``."""
+        import torch
+
+        enc = self.encoder
+        encoded = enc.encode(texts, self.max_seq_length)
+        states = enc.embed([ids for ids, _ in encoded], enc.num_layers, self.batch_size, self.progress, "sentence embeddings")
+        pooled = torch.stack([s.mean(dim=0) for s in states]) if states else torch.zeros((0, 1))
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled, [cut for _, cut in encoded]
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        unique = list(dict.fromkeys([*outputs, *(r for s in samples for r in s.references)]))
+        emb, cuts = self.sentence_embeddings(unique)
+        index = {t: i for i, t in enumerate(unique)}
+        results = []
+        for sample, output in zip(samples, outputs):
+            o = index[output]
+            value = max(float(emb[o] @ emb[index[r]]) for r in sample.references)
+            detail: dict[str, Any] = {}
+            dropped = {t: cuts[index[t]] for t in (output, *sample.references) if cuts[index[t]]}
+            if dropped:
+                detail["truncated"] = {"texts_cut": len(dropped), "max_seq_length": self.max_seq_length}
+            if not output.strip():
+                detail["empty"] = ["output"]
+            results.append({self.name: Score(value, detail=detail)})
+        return results
