@@ -20,6 +20,7 @@ from metric_ops import bleu as _bleu  # noqa: F401
 from metric_ops import rouge as _rouge  # noqa: F401
 from metric_ops import meteor as _meteor  # noqa: F401
 from metric_ops import bertscore as _bertscore  # noqa: F401
+from metric_ops import toolcalls as _toolcalls  # noqa: F401
 
 __all__ = [
     "DIMENSIONS",
