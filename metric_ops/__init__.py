@@ -21,6 +21,8 @@ from metric_ops import rouge as _rouge  # noqa: F401
 from metric_ops import meteor as _meteor  # noqa: F401
 from metric_ops import bertscore as _bertscore  # noqa: F401
 from metric_ops import toolcalls as _toolcalls  # noqa: F401
+from metric_ops import retrieval as _retrieval  # noqa: F401
+from metric_ops import rag_checks as _rag_checks  # noqa: F401
 
 __all__ = [
     "DIMENSIONS",
