@@ -92,6 +92,14 @@ class _Malformed(ValueError):
     """A fragment looks like a tool call but cannot be decoded."""
 
 
+def _loads(text: str) -> Any:
+    """``json.loads`` that reports pathological nesting as a ``ValueError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 # ============================================================================ parsing
 
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
@@ -108,7 +116,7 @@ def _decode_args(raw: Any, name: str) -> dict[str, Any]:
         if not text:
             return {}
         try:
-            value = json.loads(text)
+            value = _loads(text)
         except ValueError as exc:
             raise _Malformed(f"arguments of {name!r} are not valid JSON ({exc})") from None
         if not isinstance(value, Mapping):
@@ -343,9 +351,10 @@ def parse_tool_calls(output: Any) -> ParsedCalls:
     # 1. the whole output is JSON
     if text[0] in "[{":
         try:
-            value = json.loads(text)
+            value = _loads(text)
         except ValueError:
             value = _NOT_JSON
+            attempted = _looks_like_call(text[:2000])
         if value is not _NOT_JSON:
             try:
                 turns = _interpret(value)
@@ -371,7 +380,7 @@ def parse_tool_calls(output: Any) -> ParsedCalls:
             body = text[body_start:] if end < 0 else text[body_start:end]
             pos = len(text) if end < 0 else end + len("</tool_call>")
             try:
-                value = json.loads(body.strip())
+                value = _loads(body.strip())
                 got = _interpret(value, bare_name_ok=True)
                 if got is None:
                     raise _Malformed("<tool_call> block holds no call")
@@ -402,7 +411,7 @@ def parse_tool_calls(output: Any) -> ParsedCalls:
             if not is_jsonish:
                 continue
             try:
-                got = _interpret(json.loads(stripped))
+                got = _interpret(_loads(stripped))
             except ValueError as exc:
                 if lang == "json" or _looks_like_call(stripped[:2000]):
                     attempted = True
@@ -428,7 +437,7 @@ def parse_tool_calls(output: Any) -> ParsedCalls:
     for start, end in _json_spans(text):
         fragment = text[start:end]
         try:
-            got = _interpret(json.loads(fragment))
+            got = _interpret(_loads(fragment))
         except ValueError as exc:
             if _looks_like_call(fragment):
                 attempted = True
