@@ -951,8 +951,12 @@ def _value_fits(value: Any, spec: Any, path: str) -> str:
     known = [t for t in types if t in _JSON_TYPES]
     if known and not any(_JSON_TYPES[t](value) for t in known):
         return f"{path} is {type(value).__name__}, schema type {spec.get('type')}"
-    if "enum" in spec and isinstance(spec["enum"], list) and not any(values_equal(value, e) for e in spec["enum"]):
-        return f"{path}={value!r} not in enum"
+    if "enum" in spec and isinstance(spec["enum"], list):
+        # an enum declared on an array property constrains its items (as BFCL's schemas use it)
+        options = value if isinstance(value, list) and not any(isinstance(e, list) for e in spec["enum"]) else [value]
+        bad = [v for v in options if not any(values_equal(v, e) for e in spec["enum"])]
+        if bad:
+            return f"{path}={bad[0]!r} not in enum"
     if isinstance(value, list) and isinstance(spec.get("items"), Mapping):
         for i, item in enumerate(value):
             reason = _value_fits(item, spec["items"], f"{path}[{i}]")

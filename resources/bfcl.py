@@ -277,3 +277,4 @@ def write_bfcl_demo_outputs(
             kind, wrong = perturb_calls(sample, calls)
             bad.write(json.dumps({"sample_id": sample.sample_id, "output": render_output(wrong, style), "perturbation": kind}) + "\n")
     return paths
+

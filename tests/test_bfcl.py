@@ -104,3 +104,28 @@ def test_demo_files_through_the_precomputed_backend(tmp_path, samples):
     assert bad["bfcl_ast_accuracy"] < 0.4
     for name in ("bfcl_ast_accuracy", "tool_call_f1", "tool_call_exact_set", "tool_irrelevance", "tool_call_validity"):
         assert gold[name] > bad[name], name
+
+
+def test_metric_winners_by_direction():
+    pl = pytest.importorskip("polars")
+    demo = pytest.importorskip("pipelines.bfcl_demo")
+    summary = pl.DataFrame(
+        {
+            "model": ["good", "bad", "good", "bad", "good", "bad"],
+            "metric": ["tool_call_f1", "tool_call_f1", "tool_call_redundancy", "tool_call_redundancy", "tool_call_parse_failure", "tool_call_parse_failure"],
+            "mean": [0.9, 0.4, 0.0, 0.2, 0.0, 0.0],
+        }
+    )
+    directions = {"tool_call_f1": "maximize", "tool_call_redundancy": "minimize", "tool_call_parse_failure": "minimize"}
+    got = {r["metric"]: r["winner"] for r in demo.metric_winners(summary, directions).to_dicts()}
+    assert got == {"tool_call_f1": "good", "tool_call_redundancy": "good", "tool_call_parse_failure": "tie"}
+
+
+def test_demo_bfcl_command_end_to_end(tmp_path, monkeypatch):
+    testing = pytest.importorskip("typer.testing")
+    cli = pytest.importorskip("pipelines.cli")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    result = testing.CliRunner().invoke(cli.app, ["demo-bfcl", "--lake", str(tmp_path / "lake"), "--category", "parallel,irrelevance", "--outputs-dir", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "BFCL AST accuracy winner: bfcl-possible-answers" in result.output

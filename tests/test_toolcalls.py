@@ -289,6 +289,9 @@ def test_schema_validity():
     assert not validate_call(ToolCall("get_weather", {"city": "Oslo", "days": True}), tools)[0]  # bool is no integer
     assert not validate_call(ToolCall("get_weather", {"city": "Oslo", "unit": "k"}), tools)[0]  # enum
     assert not validate_call(ToolCall("get_weather", {"city": "Oslo", "zip": "0150"}), tools)[0]  # undeclared
+    metrics = normalize_tools([{"name": "m", "parameters": {"type": "dict", "properties": {"k": {"type": "array", "items": {"type": "string"}, "enum": ["a", "b"]}}}}])
+    assert validate_call(ToolCall("m", {"k": ["a", "b"]}), metrics)[0]  # enum on an array constrains its items
+    assert not validate_call(ToolCall("m", {"k": ["a", "z"]}), metrics)[0]
     openai_style = normalize_tools([{"type": "function", "function": WEATHER}])
     assert validate_call(ToolCall("get_weather", {"city": "Oslo"}), openai_style)[0]
     s = score([[call("get_weather", city="Oslo")]], json.dumps([call("get_weather", city="Oslo"), call("get_news")]))
