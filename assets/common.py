@@ -1,0 +1,131 @@
+"""Shared wiring for the assets: samples <-> rows, provenance rows, metadata tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from typing import Any, Iterable, Mapping
+
+import dagster as dg
+import polars as pl
+
+from metric_ops.base import Sample, library_version
+from resources.catalog import utcnow
+from resources.lake import LakeStore
+
+KEY_PACKAGES = ("facetlake", "dagster", "deltalake", "polars", "duckdb", "sacrebleu", "rouge-score", "nltk",
+                "transformers", "sentence-transformers", "torch")
+
+
+def run_mode() -> str:
+    """``offline`` when FACETLAKE_OFFLINE is set to 1/true/yes, else ``online``."""
+    return "offline" if os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes") else "online"
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that can change a number, plus Python's."""
+    return {"python": platform.python_version(), **{p: library_version(p) for p in KEY_PACKAGES}}
+
+
+def sample_rows(samples: Iterable[Sample], fingerprint: str, dataset: str, dataset_hash: str) -> list[dict[str, Any]]:
+    """Rows for the ``samples`` table."""
+    return [
+        {
+            "fingerprint": fingerprint,
+            "dataset": dataset,
+            "dataset_hash": dataset_hash,
+            "position": i,
+            "sample_id": s.sample_id,
+            "input": s.input,
+            "references": list(s.references),
+            "context": list(s.context),
+            "metadata": json.dumps(dict(s.metadata), ensure_ascii=False, default=str),
+            "ratings": json.dumps({k: (None if v != v else v) for k, v in s.ratings.items()}),
+        }
+        for i, s in enumerate(samples)
+    ]
+
+
+def samples_from_frame(frame: pl.DataFrame) -> list[Sample]:
+    """Samples back from ``samples`` table rows (in stored order)."""
+    if "position" in frame.columns:
+        frame = frame.sort("position")
+    out = []
+    for row in frame.iter_rows(named=True):
+        ratings = {k: (float("nan") if v is None else float(v)) for k, v in json.loads(row["ratings"] or "{}").items()}
+        out.append(
+            Sample(
+                sample_id=row["sample_id"],
+                input=row["input"],
+                references=tuple(row["references"] or ()),
+                context=tuple(row["context"] or ()),
+                metadata=json.loads(row["metadata"] or "{}"),
+                ratings=ratings,
+            )
+        )
+    return out
+
+
+def load_samples(lake: LakeStore, fingerprint: str) -> list[Sample]:
+    """The stored samples of ``fingerprint``; raises a clear error when absent."""
+    frame = lake.read("samples", where={"fingerprint": fingerprint})
+    if frame.height == 0:
+        raise dg.Failure(f"no samples stored for fingerprint {fingerprint[:12]}; materialise the samples asset for it first")
+    return samples_from_frame(frame)
+
+
+def record_run(
+    lake: LakeStore,
+    context: dg.AssetExecutionContext,
+    *,
+    asset: str,
+    table: str,
+    version: int | None,
+    rows: int,
+    started_at,
+    model: str | None = None,
+    fingerprint: str | None = None,
+    dataset: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> None:
+    """Append the provenance row of one asset materialisation to ``runs``."""
+    lake.append(
+        "runs",
+        [
+            {
+                "run_id": context.run_id,
+                "asset": asset,
+                "model": model,
+                "fingerprint": fingerprint,
+                "dataset": dataset,
+                "table_name": table,
+                "table_version": version,
+                "rows": rows,
+                "started_at": started_at,
+                "finished_at": utcnow(),
+                "mode": run_mode(),
+                "provenance": json.dumps({"packages": package_versions(), **(provenance or {})}, default=str, sort_keys=True),
+            }
+        ],
+    )
+
+
+def markdown_table(frame: pl.DataFrame, float_digits: int = 4) -> str:
+    """A Markdown table of ``frame`` for materialisation metadata."""
+    if frame.height == 0:
+        return "_no rows_"
+    header = "| " + " | ".join(frame.columns) + " |"
+    sep = "| " + " | ".join("---" for _ in frame.columns) + " |"
+    lines = [header, sep]
+    for row in frame.iter_rows():
+        cells = [f"{v:.{float_digits}f}" if isinstance(v, float) else ("" if v is None else str(v)) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def partition_parts(context: dg.AssetExecutionContext) -> tuple[str, str]:
+    """(model, fingerprint) of the current model x fingerprint partition."""
+    key = context.partition_key
+    keys = key.keys_by_dimension if isinstance(key, dg.MultiPartitionKey) else dg.MultiPartitionKey.from_str(key).keys_by_dimension  # type: ignore[attr-defined]
+    return keys["model"], keys["fingerprint"]

@@ -1,0 +1,205 @@
+"""The ``samples`` asset and its Great Expectations checks."""
+
+
+import json
+import logging
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from assets.common import markdown_table, record_run, sample_rows
+from metric_ops.base import Sample
+from pipelines.partitions import fingerprint_partitions
+from resources.catalog import evaluation_row, evaluation_spec, utcnow
+from resources.datasets import DATASETS, content_hash
+from resources.lake import LakeStore
+
+SAMPLES_COLUMNS = {
+    "fingerprint": "configuration fingerprint (SHA-256, 64 hex)",
+    "dataset": "dataset name",
+    "dataset_hash": "SHA-256 of the normalised dataset content",
+    "position": "row order in the dataset file",
+    "sample_id": "unique id within the dataset",
+    "input": "prompt / question / source given to the model",
+    "references": "gold outputs (list of strings)",
+    "context": "context passages (list of strings)",
+    "metadata": "other raw fields (JSON)",
+    "ratings": "human ratings by name (JSON)",
+}
+
+logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+CHECK_REQUIRED = "check_samples_required_fields"
+CHECK_UNIQUE = "check_samples_unique_ids"
+CHECK_RATINGS = "check_samples_ratings_in_range"
+
+
+def _table_schema(columns: dict[str, str]) -> dg.TableSchema:
+    return dg.TableSchema(columns=[dg.TableColumn(name, "string", description=desc) for name, desc in columns.items()])
+
+
+def _validation_frame(samples: list[Sample]) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    for s in samples:
+        row: dict[str, Any] = {
+            "sample_id": s.sample_id,
+            "input": s.input if s.input.strip() else None,
+            "references": len(s.references) or None,
+            "context": len(s.context) or None,
+        }
+        for name, value in s.ratings.items():
+            row[f"rating:{name}"] = None if value != value else value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+class _Validator:
+    """Great Expectations (ephemeral context, progress bars off) over one pandas frame."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        import logging
+
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)
+        context = gx.get_context(mode="ephemeral")
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        source = context.data_sources.add_pandas("facetlake")
+        asset = source.add_dataframe_asset("samples")
+        self.batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
+
+    def validate(self, expectation) -> tuple[bool, list[int], dict[str, Any]]:
+        """(success, offending row indices, counts) for one expectation."""
+        result = self.batch.validate(expectation, result_format={"result_format": "COMPLETE"})
+        info = result.result or {}
+        return bool(result.success), [int(i) for i in info.get("unexpected_index_list") or []], {
+            "unexpected_count": info.get("unexpected_count", 0),
+            "element_count": info.get("element_count", 0),
+        }
+
+
+def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetCheckResult]:
+    """The three Great Expectations checks over ``samples``; failing rows are listed."""
+    import great_expectations as gx
+
+    frame = _validation_frame(samples)
+    validator = _Validator(frame)
+    cls = DATASETS.get(dataset_kind)
+    required = [f for f in (cls.required_fields if cls else ("sample_id", "input")) if f in frame.columns]
+    results = []
+
+    offending: dict[str, list[str]] = {}
+    for column in required:
+        ok, idx, _ = validator.validate(gx.expectations.ExpectColumnValuesToNotBeNull(column=column))
+        if not ok:
+            offending[column] = [str(frame.iloc[i]["sample_id"]) for i in idx]
+    results.append(
+        dg.AssetCheckResult(
+            check_name=CHECK_REQUIRED,
+            passed=not offending,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={
+                "required_fields": ", ".join(required),
+                "offending_rows": dg.MetadataValue.json({k: v[:50] for k, v in offending.items()}),
+                "n_offending": sum(len(v) for v in offending.values()),
+            },
+        )
+    )
+
+    ok, idx, info = validator.validate(gx.expectations.ExpectColumnValuesToBeUnique(column="sample_id"))
+    dup_ids = sorted({str(frame.iloc[i]["sample_id"]) for i in idx})
+    results.append(
+        dg.AssetCheckResult(
+            check_name=CHECK_UNIQUE,
+            passed=ok,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={
+                "duplicate_ids": dg.MetadataValue.json(dup_ids[:50]),
+                "offending_rows": dg.MetadataValue.json([int(i) + 1 for i in idx][:100]),
+                "n_offending": int(info["unexpected_count"] or 0),
+            },
+        )
+    )
+
+    bounds = cls.rating_range if cls else None
+    bad_ratings: dict[str, list[dict[str, Any]]] = {}
+    rating_columns = [c for c in frame.columns if c.startswith("rating:")]
+    if bounds is not None:
+        for column in rating_columns:
+            ok, idx, _ = validator.validate(
+                gx.expectations.ExpectColumnValuesToBeBetween(column=column, min_value=bounds[0], max_value=bounds[1])
+            )
+            if not ok:
+                bad_ratings[column] = [
+                    {"sample_id": str(frame.iloc[i]["sample_id"]), "value": frame.iloc[i][column]} for i in idx[:50]
+                ]
+    results.append(
+        dg.AssetCheckResult(
+            check_name=CHECK_RATINGS,
+            passed=not bad_ratings,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "range": str(bounds) if bounds else "no declared range",
+                "ratings": ", ".join(rating_columns) or "none",
+                "offending_rows": dg.MetadataValue.json(bad_ratings),
+            },
+        )
+    )
+    return results
+
+
+@dg.asset(
+    partitions_def=fingerprint_partitions,
+    group_name="evaluation",
+    kinds={"delta", "polars"},
+    pool="delta_samples",
+    check_specs=[
+        dg.AssetCheckSpec(CHECK_REQUIRED, asset="samples", description="required fields present and non-null (Great Expectations)"),
+        dg.AssetCheckSpec(CHECK_UNIQUE, asset="samples", description="sample ids unique (Great Expectations)"),
+        dg.AssetCheckSpec(CHECK_RATINGS, asset="samples", description="human ratings within the dataset's declared range (Great Expectations)"),
+    ],
+    metadata={"dagster/column_schema": _table_schema(SAMPLES_COLUMNS), "delta_table": "samples"},
+)
+def samples(context: dg.AssetExecutionContext, lake: LakeStore):
+    """Dataset rows normalised to Sample (input, references, context, metadata, ratings), one partition per fingerprint."""
+    started = utcnow()
+    fingerprint = context.partition_key
+    row = evaluation_row(lake, fingerprint)
+    spec = evaluation_spec(lake, fingerprint)
+    dataset = spec.make_dataset()
+    loaded = dataset.load()
+    digest = content_hash(loaded)
+    if digest != row["dataset_hash"]:
+        raise dg.Failure(
+            f"dataset {dataset.display_name!r} changed since fingerprint {fingerprint[:12]} was registered "
+            f"(content hash {digest[:12]} != {row['dataset_hash'][:12]}); register the evaluation again "
+            "(`facetlake run CONFIG`) to get the new fingerprint"
+        )
+    rows = sample_rows(loaded, fingerprint, dataset.display_name, digest)
+    version = lake.replace("samples", rows, {"fingerprint": fingerprint})
+    record_run(
+        lake, context, asset="samples", table="samples", version=version, rows=len(rows), started_at=started,
+        fingerprint=fingerprint, dataset=dataset.display_name,
+        provenance={"dataset_hash": digest, "dataset_config": dataset.config(), "fingerprint_inputs": json.loads(row["fingerprint_inputs"])},
+    )
+    n_refs = sum(1 for s in loaded if s.references)
+    yield dg.MaterializeResult(
+        metadata={
+            "fingerprint": fingerprint,
+            "dataset": dataset.display_name,
+            "dataset_hash": digest,
+            "dagster/row_count": len(rows),
+            "with_references": n_refs,
+            "delta_version": version,
+            "preview": dg.MetadataValue.md(
+                markdown_table(
+                    __import__("polars").DataFrame(
+                        [{"sample_id": s.sample_id, "input": s.input[:80], "n_refs": len(s.references)} for s in loaded[:5]]
+                    )
+                )
+            ),
+        }
+    )
+    yield from validate_samples(loaded, dataset.kind)

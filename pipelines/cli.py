@@ -1,0 +1,233 @@
+"""The ``facetlake`` command line.
+
+Every subcommand that reads or writes the lake takes ``--lake PATH`` (default
+``$FACETLAKE_LAKE`` or ``./lake``). Runs go through Dagster on the persistent instance
+(``$DAGSTER_HOME`` or this project folder), so they show up in ``facetlake ui``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", message=".*is currently in beta.*")
+warnings.filterwarnings("ignore", message=".*is currently in preview.*")
+
+app = typer.Typer(
+    help="facetlake: evaluate language models as a Dagster dataflow over Delta tables.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+DEMO_CONFIGS = ("sfres.yaml", "qags.yaml")
+
+LakeOption = typer.Option(
+    None, "--lake", help="Lake root folder (or s3://... URI). Default: $FACETLAKE_LAKE or ./lake.", show_default=False
+)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _lake(path: Optional[str]):
+    from resources.lake import LakeStore
+
+    return LakeStore(root=path) if path else LakeStore()
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code=1)
+
+
+def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | None = None) -> None:
+    if fmt is OutputFormat.csv:
+        sys.stdout.write(frame.write_csv())
+        return
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n")
+        return
+    table = Table(title=title, show_lines=False)
+    for column in frame.columns:
+        table.add_column(column, overflow="fold")
+    for row in frame.iter_rows():
+        table.add_row(*[f"{v:.4f}" if isinstance(v, float) else ("∅" if v is None else str(v)) for v in row])
+    console.print(table)
+
+
+def _run_specs(specs, lake, title: str) -> None:
+    from pipelines.runner import get_instance, run_evaluation, summary_table
+
+    instance = get_instance()
+    fingerprints = []
+    for spec in specs:
+        console.print(f"[bold]evaluation[/] {spec.name}: dataset {spec.dataset.get('kind')}, models {', '.join(spec.models)}")
+        resolved = run_evaluation(spec, lake, instance)
+        console.print(f"  fingerprint {resolved.fingerprint}  ({len(resolved.samples)} samples)")
+        fingerprints.append(resolved.fingerprint)
+    _print_frame(summary_table(lake, fingerprints), title=title)
+    console.print(f"lake: {Path(lake.uri('scores')).parent}   try: facetlake sql \"select metric, count(*) from scores group by 1\"")
+
+
+@app.command()
+def demo(lake: Optional[str] = LakeOption, limit: Optional[int] = typer.Option(None, help="Use only the first N rows of each dataset.")) -> None:
+    """Run the main job end to end on the shipped real data (SF-RES and QAGS-CNNDM).
+
+    Registers both evaluations, materialises samples (with their Great Expectations
+    checks), the precomputed system outputs, the scores and the summary, and prints
+    mean / n scored / n total per dataset x model x metric.
+    """
+    from resources.evaluation import EvaluationSpec
+
+    specs = []
+    for name in DEMO_CONFIGS:
+        spec = EvaluationSpec.from_yaml(CONFIG_DIR / name)
+        if limit:
+            spec.dataset["limit"] = limit
+        specs.append(spec)
+    _run_specs(specs, _lake(lake), "facetlake demo: mean per dataset x model x metric")
+
+
+@app.command()
+def run(
+    config: Path = typer.Argument(..., exists=True, dir_okay=False, help="Evaluation spec (YAML): name, dataset, models, metrics."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Register an evaluation spec and materialise it end to end (samples → generations → scores → summary)."""
+    from resources.evaluation import EvaluationSpec
+
+    _run_specs([EvaluationSpec.from_yaml(config)], _lake(lake), f"{config.name}: mean per model x metric")
+
+
+@app.command()
+def register(
+    config: Path = typer.Argument(..., exists=True, dir_okay=False, help="Evaluation spec (YAML)."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Register an evaluation's fingerprint and model partitions without running it (then materialise from the UI)."""
+    from pipelines.runner import get_instance
+    from pipelines.runner import register as do_register
+    from resources.evaluation import EvaluationSpec
+
+    resolved = do_register(EvaluationSpec.from_yaml(config), _lake(lake), get_instance())
+    console.print(f"registered {resolved.spec.name}: fingerprint {resolved.fingerprint}, models {', '.join(resolved.spec.models)}")
+
+
+@app.command()
+def score(
+    metric: list[str] = typer.Option(..., "--metric", "-m", help="Metric name (repeatable). See `facetlake metrics`."),
+    fingerprint: Optional[str] = typer.Option(None, help="Only partitions under this fingerprint (prefix accepted)."),
+    force: bool = typer.Option(False, help="Recompute even where rows with the same signature exist."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Score every stored generation under a metric not yet computed, without regenerating.
+
+    Adds that metric's rows to `scores`, recomputes no other metric and leaves the
+    `generations` table's Delta version unchanged.
+    """
+    from metric_ops.registry import UnknownMetricError
+    from pipelines.runner import get_instance, rescore
+
+    store = _lake(lake)
+    if not store.exists("generations"):
+        _fail(f"no generations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
+    try:
+        done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force)
+    except UnknownMetricError as exc:
+        _fail(str(exc))
+    import polars as pl
+
+    frame = pl.DataFrame(
+        [{"model": d["model"], "fingerprint": d["fingerprint"][:12], "scored": ", ".join(d["scored"]) or "-",
+          "skipped (already scored)": ", ".join(d["skipped"]) or "-"} for d in done]
+    )
+    _print_frame(frame, title="rescoring")
+
+
+@app.command()
+def sql(
+    statement: str = typer.Argument(..., help='A read-only query, e.g. "select metric, count(*) from scores group by 1".'),
+    lake: Optional[str] = LakeOption,
+    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+) -> None:
+    """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused."""
+    import duckdb
+
+    from resources.sql import SQLRefusedError, query
+
+    store = _lake(lake)
+    if not store.tables():
+        _fail(f"no Delta tables under {store.root}; run `facetlake demo` first or pass --lake")
+    try:
+        frame = query(store, statement)
+    except SQLRefusedError as exc:
+        _fail(str(exc))
+    except duckdb.Error as exc:
+        _fail(f"{exc}\ntables: {', '.join(store.tables())}")
+    _print_frame(frame, format)
+
+
+@app.command()
+def metrics() -> None:
+    """List registered metrics with direction, dimension, locality and version."""
+    import polars as pl
+
+    from metric_ops.registry import list_metrics
+
+    rows = [
+        {"metric": cls.name, "scores": ", ".join(cls.emitted()), "direction": cls.direction.value,
+         "dimension": cls.dimension, "locality": cls.locality, "version": cls.version, "requires": ", ".join(cls.requires)}
+        for cls in list_metrics()
+    ]
+    _print_frame(pl.DataFrame(rows), title="registered metrics")
+
+
+@app.command()
+def datasets() -> None:
+    """List dataset kinds (use one as dataset: {kind: ...} in an evaluation spec)."""
+    import polars as pl
+
+    from resources.datasets import DATASETS
+
+    rows = [{"kind": k, "default file": cls.default_path or "(path required)", "about": (cls.__doc__ or "").strip().splitlines()[0]}
+            for k, cls in sorted(DATASETS.items())]
+    _print_frame(pl.DataFrame(rows), title="dataset kinds")
+
+
+@app.command()
+def ui(port: int = typer.Option(3000, help="Port for the Dagster UI."), lake: Optional[str] = LakeOption) -> None:
+    """Start `dagster dev` on this project (DAGSTER_HOME defaults to the project folder)."""
+    from pipelines.runner import PROJECT_ROOT, dagster_home
+
+    env = dict(os.environ, DAGSTER_HOME=str(dagster_home()))
+    if lake:
+        env["FACETLAKE_LAKE"] = str(Path(lake).resolve())
+    os.execvpe("dagster", ["dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), "-p", str(port)], env)
+
+
+from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the demo-bfcl command)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,195 @@
+"""Model backends: one abstract interface, several implementations chosen by a spec string.
+
+Spec strings (``facetlake`` names a model this way everywhere)::
+
+    precomputed:PATH             outputs from a JSONL/CSV/Parquet/JSON file with sample_id + output
+    precomputed:column=NAME      outputs from a field of the sample's metadata (e.g. system_output)
+    hf:PATH                      a local transformers causal LM          (live generation issue)
+    vllm:NAME                    vLLM's offline engine                   (live generation issue)
+    api:MODEL@BASE_URL           an OpenAI-compatible endpoint           (live generation issue)
+
+A backend turns :class:`GenerationRequest` objects into :class:`GenerationResult` objects;
+the ``generations`` asset writes them. A failed sample is a result with status ``error``
+and its message: the run goes on.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Iterator, Mapping
+
+import dagster as dg
+
+from metric_ops.base import Sample
+
+SPEC_EXAMPLES = (
+    "precomputed:outputs.jsonl, precomputed:column=system_output, hf:/models/tiny-llm, "
+    "vllm:Qwen/Qwen2.5-0.5B-Instruct, api:gpt-4o-mini@https://api.openai.com/v1"
+)
+
+
+class ModelSpecError(ValueError):
+    """A model spec string is malformed; the message shows a right one."""
+
+
+class BackendError(RuntimeError):
+    """A backend could not be built or used (missing file, missing column, ...)."""
+
+
+@dataclass
+class GenerationRequest:
+    """One request to a model: the rendered prompt for one sample."""
+
+    sample: Sample
+    prompt: str
+    messages: list[dict[str, str]] | None = None
+
+
+@dataclass
+class GenerationResult:
+    """A model's answer to one request; ``output`` is None when ``status == "error"``."""
+
+    sample_id: str
+    output: str | None
+    status: str = "ok"
+    error: str | None = None
+    latency_s: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelBackend(abc.ABC):
+    """A model behind some transport. Subclasses set ``kind`` and ``locality``."""
+
+    kind: ClassVar[str]
+    locality: ClassVar[str] = "local"
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    @abc.abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What identifies the model (checkpoint, endpoint, file hash); enters provenance."""
+
+    @abc.abstractmethod
+    def generate(self, requests: Iterable[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[GenerationResult]:
+        """One result per request, in order. Per-request failures are results with status ``error``."""
+
+
+class PrecomputedBackend(ModelBackend):
+    """Outputs produced elsewhere: a file (``precomputed:PATH``) or a sample field
+    (``precomputed:column=NAME``, e.g. the real system outputs in SF-RES and QAGS, or
+    HaluEval's ``chatgpt_response``).
+
+    File formats: JSONL/JSON (objects with ``sample_id`` and ``output``), CSV or Parquet
+    with those columns. A sample with no output is an ``error`` result naming it.
+    """
+
+    kind = "precomputed"
+
+    def __init__(self, spec: str) -> None:
+        super().__init__(spec)
+        target = spec.split(":", 1)[1]
+        self.column: str | None = None
+        self.path: Path | None = None
+        if target.startswith("column="):
+            self.column = target.split("=", 1)[1]
+            if not self.column:
+                raise ModelSpecError(f"{spec!r}: name the column, e.g. precomputed:column=system_output")
+        else:
+            self.path = Path(target).expanduser()
+        self._outputs: dict[str, Any] | None = None
+
+    def _load_file(self) -> dict[str, Any]:
+        from resources.datasets import _read_table_file
+
+        assert self.path is not None
+        if not self.path.exists():
+            raise BackendError(f"precomputed outputs file {self.path} does not exist")
+        rows = _read_table_file(self.path)
+        if isinstance(rows, dict):
+            rows = next((v for v in rows.values() if isinstance(v, list)), [])
+        outputs = {}
+        for i, row in enumerate(rows, start=1):
+            for col in ("sample_id", "output"):
+                if col not in row:
+                    raise BackendError(
+                        f"{self.path}: row {i}: column {col!r} not found; columns are: {', '.join(map(str, row))}"
+                    )
+            outputs[str(row["sample_id"])] = row["output"]
+        return outputs
+
+    def identity(self) -> dict[str, Any]:
+        if self.column is not None:
+            return {"backend": "precomputed", "column": self.column}
+        import hashlib
+
+        digest = hashlib.sha256(self.path.read_bytes()).hexdigest() if self.path and self.path.exists() else None
+        return {"backend": "precomputed", "file": str(self.path), "file_sha256": digest}
+
+    def generate(self, requests: Iterable[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[GenerationResult]:
+        if self.path is not None and self._outputs is None:
+            self._outputs = self._load_file()
+        for request in requests:
+            sid = request.sample.sample_id
+            if self.column is not None:
+                value = request.sample.metadata.get(self.column)
+                where = f"sample field {self.column!r}"
+            else:
+                value = (self._outputs or {}).get(sid)
+                where = f"file {self.path}"
+            if value is None:
+                yield GenerationResult(sid, None, "error", f"no precomputed output for sample {sid} in {where}")
+                continue
+            if not isinstance(value, str):
+                value = json.dumps(value, ensure_ascii=False)
+            yield GenerationResult(sid, value, "ok", tokens_out=len(value.split()))
+
+
+BACKENDS: dict[str, type[ModelBackend]] = {"precomputed": PrecomputedBackend}
+PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}
+
+
+def parse_model_spec(spec: str) -> tuple[str, str]:
+    """Split a spec into (kind, target); raises :class:`ModelSpecError` with examples."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ModelSpecError(f"model spec {spec!r} is malformed; write KIND:TARGET, e.g. {SPEC_EXAMPLES}")
+    kind, target = spec.split(":", 1)
+    if kind not in {*BACKENDS, *PLANNED}:
+        raise ModelSpecError(f"unknown backend {kind!r} in {spec!r}; known: {sorted({*BACKENDS, *PLANNED})}; e.g. {SPEC_EXAMPLES}")
+    if not target:
+        raise ModelSpecError(f"model spec {spec!r} names no target; e.g. {SPEC_EXAMPLES}")
+    if kind == "api" and "@" not in target:
+        raise ModelSpecError(f"{spec!r}: an API spec is api:MODEL@BASE_URL, e.g. api:gpt-4o-mini@https://api.openai.com/v1")
+    return kind, target
+
+
+class ModelBackends(dg.ConfigurableResource):
+    """Builds the backend for a model spec string; the one place backends are chosen.
+
+    Live backends register themselves in :data:`BACKENDS` (``hf``, ``vllm``, ``api``).
+    """
+
+    def backend_for(self, spec: str) -> ModelBackend:
+        """The backend for ``spec``; raises :class:`ModelSpecError` / :class:`BackendError`."""
+        kind, _ = parse_model_spec(spec)
+        if kind not in BACKENDS:
+            raise BackendError(f"the {PLANNED[kind]} backend ({kind}:) is not available in this installation")
+        return BACKENDS[kind](spec)
+
+
+def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
+    """The prompt for ``sample`` under a ``generation`` adapter's ``template``.
+
+    Placeholders: ``{input}``, ``{context}`` (passages joined by blank lines),
+    ``{references}``. Raises :class:`KeyError`-derived ``ValueError`` for an unknown one.
+    """
+    template = adapter.get("template", "{input}")
+    try:
+        return template.format(input=sample.input, context="\n\n".join(sample.context), references="\n".join(sample.references))
+    except KeyError as exc:
+        raise ValueError(f"prompt template uses unknown placeholder {exc}; known: {{input}}, {{context}}, {{references}}") from None

@@ -1,0 +1,190 @@
+"""Evaluation specs and the configuration fingerprint.
+
+An evaluation spec (YAML) names a dataset, the adapter and prompt template, generation
+settings, annotators, the models to run and the metrics to score::
+
+    name: sfres
+    dataset: {kind: sfres, limit: 300}
+    adapter: {kind: generation, template: "{input}", version: "1"}
+    generation: {temperature: 0.0, max_tokens: 128, seed: 0, logprobs: false}
+    annotators: []
+    models:
+      sfres-system: "precomputed:column=system_output"
+    metrics: [exact_match, token_f1, bleu, rouge_l]
+
+The fingerprint is SHA-256 over everything that defines the evaluation besides the model
+(DESIGN.md): the dataset's content hash (not its name or path), adapter and template,
+generation settings, annotator configuration and their versions. The package version
+and the metric list are not in it: metrics are added by rescoring, and an upgrade that
+changes none of these keeps recurring evaluations comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from metric_ops.base import Sample
+from resources.datasets import Dataset, content_hash, make_dataset
+
+MODEL_SLUG = re.compile(r"^[a-z0-9._-]{1,80}$")
+FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+
+DEFAULT_ADAPTER = {"kind": "generation", "template": "{input}", "version": "1"}
+DEFAULT_GENERATION = {"temperature": 0.0, "max_tokens": 256, "seed": 0, "logprobs": False, "top_logprobs": 0}
+
+
+class SpecError(ValueError):
+    """An evaluation spec is invalid; the message names the key and the fix."""
+
+
+def slugify_model(name: str) -> str:
+    """A model partition key: lower-case ``[a-z0-9._-]``, other characters become ``-``."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-")
+    if not slug:
+        raise SpecError(f"model name {name!r} has no usable characters; use letters, digits, '.', '_' or '-'")
+    return slug[:80]
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces) used for hashing."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def fingerprint_of(inputs: Mapping[str, Any]) -> str:
+    """SHA-256 (64 lowercase hex) of the canonical JSON of the fingerprint inputs."""
+    return hashlib.sha256(canonical_json(inputs).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class EvaluationSpec:
+    """A parsed evaluation spec; see the module docstring for the YAML shape."""
+
+    name: str
+    dataset: dict[str, Any]
+    models: dict[str, str]
+    metrics: list[str]
+    adapter: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_ADAPTER))
+    generation: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_GENERATION))
+    annotators: list[dict[str, Any]] = field(default_factory=list)
+    metric_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
+        """Validate and build a spec; raises :class:`SpecError` naming the problem."""
+        if not isinstance(data, Mapping):
+            raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
+        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params"}
+        unknown = set(data) - known
+        if unknown:
+            raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
+        for key in ("name", "dataset", "models", "metrics"):
+            if key not in data:
+                raise SpecError(f"{where}: missing key {key!r}")
+        models = data["models"]
+        if isinstance(models, list):
+            models = {slugify_model(m.split(":", 1)[-1].rsplit("/", 1)[-1]): m for m in models}
+        if not isinstance(models, Mapping) or not models:
+            raise SpecError(f"{where}: models must map a model name to a spec, e.g. {{my-model: 'precomputed:outputs.jsonl'}}")
+        for slug in models:
+            if not MODEL_SLUG.match(str(slug)):
+                raise SpecError(f"{where}: model name {slug!r} must match [a-z0-9._-]+ (try {slugify_model(str(slug))!r})")
+        metrics = data["metrics"]
+        if isinstance(metrics, str):
+            metrics = [metrics]
+        adapter = {**DEFAULT_ADAPTER, **dict(data.get("adapter") or {})}
+        generation = {**DEFAULT_GENERATION, **dict(data.get("generation") or {})}
+        return cls(
+            name=str(data["name"]),
+            dataset=dict(data["dataset"]),
+            models={str(k): str(v) for k, v in models.items()},
+            metrics=[str(m) for m in metrics],
+            adapter=adapter,
+            generation=generation,
+            annotators=[dict(a) for a in data.get("annotators") or []],
+            metric_params={str(k): dict(v) for k, v in (data.get("metric_params") or {}).items()},
+        )
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "EvaluationSpec":
+        """Read a spec from a YAML file; a relative dataset path is taken relative to the file."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{path}: not valid YAML ({exc})") from None
+        spec = cls.from_mapping(data, where=str(path))
+        ds_path = spec.dataset.get("path")
+        if ds_path and not Path(ds_path).expanduser().is_absolute():
+            candidate = (path.parent / ds_path).resolve()
+            if candidate.exists():
+                spec.dataset["path"] = str(candidate)
+        for slug, model in spec.models.items():
+            if model.startswith("precomputed:") and not model.startswith("precomputed:column="):
+                file = model.split(":", 1)[1]
+                candidate = (path.parent / file).resolve()
+                if not Path(file).is_absolute() and candidate.exists():
+                    spec.models[slug] = f"precomputed:{candidate}"
+        return spec
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The spec as plain data (what the evaluations table stores)."""
+        return {
+            "name": self.name,
+            "dataset": self.dataset,
+            "models": self.models,
+            "metrics": self.metrics,
+            "adapter": self.adapter,
+            "generation": self.generation,
+            "annotators": self.annotators,
+            "metric_params": self.metric_params,
+        }
+
+    def make_dataset(self) -> Dataset:
+        """The configured dataset object."""
+        return make_dataset(self.dataset)
+
+    def fingerprint_inputs(self, dataset_hash: str) -> dict[str, Any]:
+        """Everything that defines this evaluation besides the model (DESIGN.md)."""
+        return {
+            "dataset_content_sha256": dataset_hash,
+            "adapter": self.adapter,
+            "generation": self.generation,
+            "annotators": self.annotators,
+        }
+
+
+@dataclass
+class ResolvedEvaluation:
+    """A spec with its loaded samples, dataset hash and fingerprint."""
+
+    spec: EvaluationSpec
+    samples: list[Sample]
+    dataset_hash: str
+    fingerprint: str
+    dataset_name: str
+
+    @property
+    def fingerprint_inputs(self) -> dict[str, Any]:
+        """The inputs the fingerprint was computed from."""
+        return self.spec.fingerprint_inputs(self.dataset_hash)
+
+
+def resolve(spec: EvaluationSpec) -> ResolvedEvaluation:
+    """Load the dataset, hash its content and compute the fingerprint."""
+    dataset = spec.make_dataset()
+    samples = dataset.load()
+    digest = content_hash(samples)
+    return ResolvedEvaluation(
+        spec=spec,
+        samples=samples,
+        dataset_hash=digest,
+        fingerprint=fingerprint_of(spec.fingerprint_inputs(digest)),
+        dataset_name=dataset.display_name,
+    )

@@ -1,0 +1,306 @@
+"""The lake store: Delta tables under one root, written partition by partition.
+
+Why not dagster-deltalake's IO manager: with a model x fingerprint multi-partition whose
+dimensions are dynamic it fails inside its table-slice code ("The instance is not
+available to load partitions", ../shared/PITFALLS.md), and when building a predicate
+fails it overwrites the whole table. This store writes with deltalake's predicate
+overwrite (``mode="overwrite", predicate="model = '…' AND fingerprint = '…'"``), which
+replaces exactly one partition, and validates every partition value first so a predicate
+can never be malformed.
+
+Every table has an Arrow schema contract (:data:`SCHEMAS`); a write whose columns differ
+is refused (change a schema by explicit migration, never by silent merge).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+from pydantic import Field
+
+_TS = pa.timestamp("us", tz="UTC")
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "evaluations": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("name", pa.string()),
+            ("dataset", pa.string()),
+            ("dataset_hash", pa.string()),
+            ("n_samples", pa.int64()),
+            ("spec", pa.string()),
+            ("fingerprint_inputs", pa.string()),
+            ("registered_at", _TS),
+        ]
+    ),
+    "models": pa.schema([("model", pa.string()), ("spec", pa.string()), ("registered_at", _TS)]),
+    "samples": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("dataset_hash", pa.string()),
+            ("position", pa.int64()),
+            ("sample_id", pa.string()),
+            ("input", pa.string()),
+            ("references", pa.list_(pa.string())),
+            ("context", pa.list_(pa.string())),
+            ("metadata", pa.string()),
+            ("ratings", pa.string()),
+        ]
+    ),
+    "generations": pa.schema(
+        [
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("sample_id", pa.string()),
+            ("output", pa.string()),
+            ("status", pa.string()),
+            ("error", pa.string()),
+            ("backend", pa.string()),
+            ("prompt", pa.string()),
+            ("latency_s", pa.float64()),
+            ("tokens_in", pa.int64()),
+            ("tokens_out", pa.int64()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    "scores": pa.schema(
+        [
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("sample_id", pa.string()),
+            ("metric", pa.string()),
+            ("value", pa.float64()),
+            ("direction", pa.string()),
+            ("dimension", pa.string()),
+            ("locality", pa.string()),
+            ("status", pa.string()),
+            ("detail", pa.string()),
+            ("signature", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    "summary": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("model", pa.string()),
+            ("metric", pa.string()),
+            ("direction", pa.string()),
+            ("mean", pa.float64()),
+            ("n_scored", pa.int64()),
+            ("n_unscored", pa.int64()),
+            ("n_error", pa.int64()),
+            ("n_total", pa.int64()),
+            ("run_id", pa.string()),
+        ]
+    ),
+    "runs": pa.schema(
+        [
+            ("run_id", pa.string()),
+            ("asset", pa.string()),
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("table_name", pa.string()),
+            ("table_version", pa.int64()),
+            ("rows", pa.int64()),
+            ("started_at", _TS),
+            ("finished_at", _TS),
+            ("mode", pa.string()),
+            ("provenance", pa.string()),
+        ]
+    ),
+}
+
+PARTITION_COLUMNS: dict[str, list[str] | None] = {
+    "generations": ["fingerprint", "model"],
+    "scores": ["fingerprint", "model"],
+}
+
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+ ]{1,200}$")
+
+
+class LakeError(RuntimeError):
+    """A lake operation was refused (bad partition value, schema mismatch, missing table)."""
+
+
+def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
+    """A delta-rs predicate ``col = 'v' AND col2 IN ('a', 'b')`` for ``where``.
+
+    Values must be slugs, hex or metric names (``[A-Za-z0-9._:-@/+ ]``); anything else
+    raises :class:`LakeError`, so a predicate can never be silently malformed (a
+    malformed one would make an overwrite replace the whole table).
+    """
+    if not where:
+        raise LakeError("refusing a predicate overwrite with no partition values (it would replace the whole table)")
+    clauses = []
+    for column, value in where.items():
+        if not re.fullmatch(r"[a-z_]+", column):
+            raise LakeError(f"bad column name in predicate: {column!r}")
+        values = [value] if isinstance(value, str) else list(value)
+        if not values:
+            raise LakeError(f"empty value list for {column!r} in predicate")
+        for v in values:
+            if not isinstance(v, str) or not _SAFE_VALUE.match(v) or "'" in v:
+                raise LakeError(
+                    f"partition value {v!r} for {column!r} is not a slug/hex/metric name; "
+                    "use letters, digits and . _ - : only"
+                )
+        if len(values) == 1:
+            clauses.append(f"{column} = '{values[0]}'")
+        else:
+            clauses.append(f"{column} IN ({', '.join(repr(v) for v in values)})")
+    return " AND ".join(clauses)
+
+
+def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> pa.Table:
+    """Rows cast to the table's schema contract; raises :class:`LakeError` on a column mismatch."""
+    schema = SCHEMAS[table_name]
+    if isinstance(rows, pl.DataFrame):
+        data = rows.to_arrow()
+    elif isinstance(rows, pa.Table):
+        data = rows
+    else:
+        rows = list(rows)
+        missing = [f.name for f in schema if rows and f.name not in rows[0]]
+        extra = [k for k in (rows[0] if rows else {}) if k not in schema.names]
+        if missing or extra:
+            raise LakeError(f"rows for {table_name!r} do not match its schema: missing {missing}, unexpected {extra}")
+        return pa.Table.from_pylist(rows, schema=schema)
+    if set(data.column_names) != set(schema.names):
+        raise LakeError(
+            f"columns for {table_name!r} do not match its schema: got {sorted(data.column_names)}, "
+            f"expected {sorted(schema.names)}"
+        )
+    return data.select(schema.names).cast(schema)
+
+
+class LakeStore(dg.ConfigurableResource):
+    """Delta tables under ``root`` (a local folder by default; ``s3://``/``gs://``/``az://``
+    with ``storage_options`` past one machine).
+
+    ``root`` defaults to ``$FACETLAKE_LAKE`` or ``./lake``.
+    """
+
+    root: str = Field(default_factory=lambda: os.environ.get("FACETLAKE_LAKE", "lake"))
+    storage_options: dict[str, str] = Field(default_factory=dict)
+
+    # ----------------------------------------------------------------- paths
+    def uri(self, table: str) -> str:
+        """Location of ``table`` under the root."""
+        if "://" in self.root:
+            return f"{self.root.rstrip('/')}/{table}"
+        return str(Path(self.root).expanduser().resolve() / table)
+
+    def _options(self) -> dict[str, str] | None:
+        return dict(self.storage_options) or None
+
+    def exists(self, table: str) -> bool:
+        """Whether ``table`` is a Delta table."""
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(self.uri(table), storage_options=self._options())
+
+    def tables(self) -> list[str]:
+        """Names of the Delta tables present under the root (local roots are listed;
+        remote roots are probed for the known table names)."""
+        if "://" not in self.root:
+            root = Path(self.root).expanduser()
+            if not root.exists():
+                return []
+            return sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
+        return [t for t in SCHEMAS if self.exists(t)]
+
+    def delta(self, table: str, version: int | None = None):
+        """The ``deltalake.DeltaTable`` for ``table``; raises :class:`LakeError` if absent."""
+        from deltalake import DeltaTable
+
+        if not self.exists(table):
+            raise LakeError(f"table {table!r} does not exist under {self.root}; run `facetlake demo` or `facetlake run CONFIG` first")
+        return DeltaTable(self.uri(table), version=version, storage_options=self._options())
+
+    def version(self, table: str) -> int | None:
+        """Current Delta version of ``table`` (None when it does not exist)."""
+        return self.delta(table).version() if self.exists(table) else None
+
+    # ----------------------------------------------------------------- writes
+    def replace(
+        self,
+        table: str,
+        rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]],
+        where: Mapping[str, str | Sequence[str]],
+    ) -> int:
+        """Replace the rows matching ``where`` with ``rows`` in one Delta commit.
+
+        Other partitions are untouched (A/B/A-safe); re-running with the same rows is
+        idempotent. Every written row must satisfy ``where``. Returns the new version.
+        """
+        from deltalake import write_deltalake
+
+        data = to_arrow(table, rows)
+        predicate = predicate_for(where)
+        for column, value in where.items():
+            allowed = {value} if isinstance(value, str) else set(value)
+            bad = set(data.column(column).to_pylist()) - allowed
+            if bad:
+                raise LakeError(f"rows for {table!r} fall outside the partition being written: {column} in {sorted(bad)[:5]}")
+        if not self.exists(table):
+            write_deltalake(
+                self.uri(table), data, mode="append", partition_by=PARTITION_COLUMNS.get(table),
+                storage_options=self._options(),
+            )
+        else:
+            write_deltalake(
+                self.uri(table), data, mode="overwrite", predicate=predicate,
+                storage_options=self._options(),
+            )
+        return self.delta(table).version()
+
+    def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> int:
+        """Append ``rows`` (e.g. a provenance row to ``runs``); returns the new version."""
+        from deltalake import write_deltalake
+
+        data = to_arrow(table, rows)
+        write_deltalake(
+            self.uri(table), data, mode="append", partition_by=PARTITION_COLUMNS.get(table) if not self.exists(table) else None,
+            storage_options=self._options(),
+        )
+        return self.delta(table).version()
+
+    # ----------------------------------------------------------------- reads
+    def read(
+        self,
+        table: str,
+        where: Mapping[str, str | Sequence[str]] | None = None,
+        columns: Iterable[str] | None = None,
+        version: int | None = None,
+    ) -> pl.DataFrame:
+        """Rows of ``table`` matching ``where`` (equality / membership), as polars.
+
+        A missing table reads as an empty frame with the table's schema.
+        """
+        import pyarrow.dataset as ds
+
+        if not self.exists(table):
+            empty = SCHEMAS[table].empty_table() if table in SCHEMAS else pa.table({})
+            frame = pl.from_arrow(empty)
+            return frame.select(list(columns)) if columns else frame
+        dataset = self.delta(table, version).to_pyarrow_dataset()
+        expr = None
+        for column, value in (where or {}).items():
+            values = [value] if isinstance(value, str) else list(value)
+            term = ds.field(column).isin(values)
+            expr = term if expr is None else expr & term
+        result = dataset.to_table(filter=expr, columns=list(columns) if columns else None)
+        return pl.from_arrow(result)
