@@ -105,6 +105,40 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("run_id", pa.string()),
         ]
     ),
+    # live generation (issue 7): one row per sample x annotator; one row per generated token
+    "annotations": pa.schema(
+        [
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("sample_id", pa.string()),
+            ("annotator", pa.string()),
+            ("kind", pa.string()),
+            ("value", pa.string()),
+            ("matched", pa.bool_()),
+            ("span", pa.string()),
+            ("span_start", pa.int64()),
+            ("span_end", pa.int64()),
+            ("error", pa.string()),
+            ("signature", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    "token_logprobs": pa.schema(
+        [
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("sample_id", pa.string()),
+            ("position", pa.int64()),
+            ("token", pa.string()),
+            ("logprob", pa.float64()),
+            ("char_start", pa.int64()),
+            ("char_end", pa.int64()),
+            ("top_logprobs", pa.string()),
+            ("run_id", pa.string()),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -126,6 +160,8 @@ SCHEMAS: dict[str, pa.Schema] = {
 PARTITION_COLUMNS: dict[str, list[str] | None] = {
     "generations": ["fingerprint", "model"],
     "scores": ["fingerprint", "model"],
+    "annotations": ["fingerprint", "model"],
+    "token_logprobs": ["fingerprint", "model"],
 }
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+ ]{1,200}$")
