@@ -139,6 +139,71 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("run_id", pa.string()),
         ]
     ),
+    # comparisons / correlations (issue 8): one partition per fingerprint; `reads` names the
+    # partitions and Delta table versions each row was computed from (JSON).
+    "comparisons": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("kind", pa.string()),
+            ("model", pa.string()),
+            ("baseline", pa.string()),
+            ("metric", pa.string()),
+            ("direction", pa.string()),
+            ("dimension", pa.string()),
+            ("sample_id", pa.string()),
+            ("n_scored", pa.int64()),
+            ("n_total", pa.int64()),
+            ("n_pairs", pa.int64()),
+            ("mean", pa.float64()),
+            ("median", pa.float64()),
+            ("baseline_mean", pa.float64()),
+            ("ci_low", pa.float64()),
+            ("ci_high", pa.float64()),
+            ("ci_method", pa.string()),
+            ("is_winner", pa.bool_()),
+            ("delta", pa.float64()),
+            ("relative_change", pa.float64()),
+            ("retention", pa.float64()),
+            ("test", pa.string()),
+            ("statistic", pa.float64()),
+            ("p_value", pa.float64()),
+            ("p_holm", pa.float64()),
+            ("significant", pa.bool_()),
+            ("effect_size", pa.float64()),
+            ("effect_size_name", pa.string()),
+            ("verdict", pa.string()),
+            ("detail", pa.string()),
+            ("reads", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    "correlations": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("model", pa.string()),
+            ("metric_a", pa.string()),
+            ("metric_b", pa.string()),
+            ("kind", pa.string()),
+            ("dimension_a", pa.string()),
+            ("dimension_b", pa.string()),
+            ("same_dimension", pa.bool_()),
+            ("n", pa.int64()),
+            ("pearson", pa.float64()),
+            ("pearson_p", pa.float64()),
+            ("spearman", pa.float64()),
+            ("spearman_p", pa.float64()),
+            ("kendall", pa.float64()),
+            ("kendall_p", pa.float64()),
+            ("divergent", pa.bool_()),
+            ("detail", pa.string()),
+            ("reads", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -162,6 +227,8 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
     "scores": ["fingerprint", "model"],
     "annotations": ["fingerprint", "model"],
     "token_logprobs": ["fingerprint", "model"],
+    "comparisons": ["fingerprint"],
+    "correlations": ["fingerprint"],
 }
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+ ]{1,200}$")
