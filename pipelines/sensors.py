@@ -94,7 +94,10 @@ def evaluation_schedule(context: dg.ScheduleEvaluationContext, lake: LakeStore, 
     if evaluation is None:
         return dg.SkipReason(f"evaluation {name!r} is not registered; run `facetlake run CONFIG` once first")
     spec = evaluation_spec(lake, evaluation["fingerprint"])
-    stamp = context.scheduled_execution_time.isoformat() if context.scheduled_execution_time else "manual"
+    try:
+        stamp = context.scheduled_execution_time.isoformat()
+    except Exception:  # noqa: BLE001 - dagster raises a CheckError when the tick carries no time
+        stamp = "manual"
     return [
         dg.RunRequest(
             run_key=f"{name}:{model}:{stamp}",

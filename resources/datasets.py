@@ -86,9 +86,9 @@ def _read_table_file(path: Path) -> list[dict[str, Any]]:
         data = _read_json_or_jsonl(path)
         if isinstance(data, dict):
             lists = [v for v in data.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
-            if len(lists) != 1:
-                raise DatasetError(f"{path}: expected a JSON array of rows or an object holding one array")
-            data = lists[0]
+            if len(lists) > 1:
+                raise DatasetError(f"{path}: the JSON object holds several arrays of rows; keep one (or use JSON lines)")
+            data = lists[0] if lists else [data]  # one JSON-lines row saved as .json
         return data
     raise DatasetError(f"{path}: unsupported file type {suffix!r}; use .csv, .parquet, .json or .jsonl")
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up facetlake on a fresh machine: a virtual environment in ./.venv with the CPU
+# build of torch (pinned, so no multi-GB CUDA build is pulled), the package and its test
+# dependencies, WordNet for METEOR (Debian packages, offline), and the system Chromium
+# the report test drives. Idempotent: re-running it only checks.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+  "$PYTHON" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+# torch first and pinned: the CPU wheel (an unpinned torch pulls the CUDA build)
+python -m pip install --quiet "torch==2.13.0"
+python -m pip install --quiet -e '.[test]'
+
+for extra in scripts/setup_wordnet.sh scripts/setup_browser.sh; do
+  if [[ -f "$extra" ]]; then bash "$extra"; fi
+done
+echo "facetlake is set up: .venv/bin/facetlake --help"
