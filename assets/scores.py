@@ -19,6 +19,7 @@ from metric_ops.registry import REGISTRY
 from metric_ops.runner import human_rating_rows, score_rows
 from pipelines.partitions import model_fingerprint_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
+from resources.judges import judge_session, merged_params
 from resources.lake import LakeStore
 
 SCORES_COLUMNS = [
@@ -41,10 +42,14 @@ class ScoresConfig(dg.Config):
     """Run config of ``scores``: ``metrics`` empty = every metric of the evaluation."""
 
     metrics: list[str] = []
+    # metric parameters at rescoring time: "KEY=VALUE" for every selected metric or "METRIC.KEY=VALUE"
+    # (e.g. "judge=api:gpt-4o-mini@https://api.openai.com/v1"); merged over the spec's metric_params
+    params: list[str] = []
 
 
 def score_partition(
-    lake: LakeStore, model: str, fingerprint: str, metrics: list[str] | None, run_id: str
+    lake: LakeStore, model: str, fingerprint: str, metrics: list[str] | None, run_id: str,
+    params: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Score the stored generations of one partition.
 
@@ -63,11 +68,12 @@ def score_partition(
     names = [REGISTRY.resolve(m) for m in selected]  # fail fast on unknown names, before any work
     rows: list[dict[str, Any]] = []
     emitted: list[str] = []
-    for name in names:
-        metric = REGISTRY.create(name, **spec.metric_params.get(name, {}))
-        emitted.extend(metric.emitted())
-        with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
-            rows.extend(score_rows(metric, samples, outputs, progress=bar.update))
+    with judge_session(lake):  # judged metrics read/write the lake's judge_cache (issue 4)
+        for name in names:
+            metric = REGISTRY.create(name, **merged_params(spec.metric_params, name, params))
+            emitted.extend(metric.emitted())
+            with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
+                rows.extend(score_rows(metric, samples, outputs, progress=bar.update))
     if not metrics:
         human = human_rating_rows(samples)
         rows.extend(human)
@@ -121,7 +127,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     started = utcnow()
     model, fingerprint = partition_parts(context)
     generations_version = lake.version("generations")
-    rows, where = score_partition(lake, model, fingerprint, config.metrics or None, context.run_id)
+    rows, where = score_partition(lake, model, fingerprint, config.metrics or None, context.run_id, config.params)
     version = lake.replace("scores", rows, where)
     signatures = sorted({r["signature"] for r in rows})
     record_run(

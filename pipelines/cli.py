@@ -135,6 +135,8 @@ def score(
     metric: list[str] = typer.Option(..., "--metric", "-m", help="Metric name (repeatable). See `facetlake metrics`."),
     fingerprint: Optional[str] = typer.Option(None, help="Only partitions under this fingerprint (prefix accepted)."),
     force: bool = typer.Option(False, help="Recompute even where rows with the same signature exist."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Metric parameter KEY=VALUE (all selected metrics) or METRIC.KEY=VALUE; enters the signature."),
+    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model spec for judged metrics, e.g. api:gpt-4o-mini@https://api.openai.com/v1 (same as --param judge=SPEC)."),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Score every stored generation under a metric not yet computed, without regenerating.
@@ -149,8 +151,9 @@ def score(
     if not store.exists("generations"):
         _fail(f"no generations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
     try:
-        done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force)
-    except UnknownMetricError as exc:
+        params = [*param, *([f"judge={judge}"] if judge else [])]
+        done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params)
+    except (UnknownMetricError, ValueError, TypeError) as exc:
         _fail(str(exc))
     import polars as pl
 
@@ -223,6 +226,7 @@ def ui(port: int = typer.Option(3000, help="Port for the Dagster UI."), lake: Op
 
 
 from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the demo-bfcl command)
+from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
 
 
 def main() -> None:  # pragma: no cover - console entry

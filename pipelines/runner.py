@@ -76,11 +76,11 @@ def materialize_samples(fingerprint: str, lake: LakeStore, instance: dg.DagsterI
 
 def materialize_model(
     model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
-    generate: bool = True,
+    generate: bool = True, params: list[str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one partition."""
     selection = ["generations", "scores"] if generate else ["scores"]
-    run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or [])}}}}
+    run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": list(params or [])}}}}
     return _materialize(selection, partition_key(model, fingerprint), lake, instance, run_config)
 
 
@@ -110,7 +110,8 @@ def stored_partitions(lake: LakeStore, fingerprint: str | None = None) -> list[t
 
 
 def rescore(
-    metrics: Iterable[str], lake: LakeStore, instance: dg.DagsterInstance, fingerprint: str | None = None, force: bool = False
+    metrics: Iterable[str], lake: LakeStore, instance: dg.DagsterInstance, fingerprint: str | None = None, force: bool = False,
+    params: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Score stored generations under ``metrics`` without regenerating.
 
@@ -119,6 +120,7 @@ def rescore(
     or skipped.
     """
     from metric_ops.registry import REGISTRY
+    from resources.judges import merged_params
 
     names = [REGISTRY.resolve(m) for m in metrics]
     done: list[dict[str, Any]] = []
@@ -127,7 +129,7 @@ def rescore(
         spec = evaluation_spec(lake, fp)
         todo = []
         for name in names:
-            signature = REGISTRY.create(name, **spec.metric_params.get(name, {})).signature()
+            signature = REGISTRY.create(name, **merged_params(spec.metric_params, name, params)).signature()
             have = existing is not None and existing.filter(
                 (pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("signature") == signature)
             ).height > 0
@@ -136,7 +138,7 @@ def rescore(
         if todo:
             instance.add_dynamic_partitions("fingerprint", [fp])
             instance.add_dynamic_partitions("model", [model])
-            materialize_model(model, fp, lake, instance, metrics=todo, generate=False)
+            materialize_model(model, fp, lake, instance, metrics=todo, generate=False, params=params)
         done.append({"model": model, "fingerprint": fp, "scored": todo, "skipped": [n for n in names if n not in todo]})
     touched = {d["fingerprint"] for d in done if d["scored"]}
     for fp in sorted(touched):

@@ -204,6 +204,40 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", _TS),
         ]
     ),
+    # judge-call cache (issue 4): one row per paid judge call, keyed by judge + decoding + messages + salt
+    "judge_cache": pa.schema(
+        [
+            ("key", pa.string()),
+            ("judge", pa.string()),
+            ("purpose", pa.string()),
+            ("sample_id", pa.string()),
+            ("reply", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    # pairwise judging (issue 4): one row per sample x model pair x judge configuration, both orders
+    "pairwise": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("config_key", pa.string()),
+            ("judge", pa.string()),
+            ("topology", pa.string()),
+            ("round", pa.int64()),
+            ("sample_id", pa.string()),
+            ("model_a", pa.string()),
+            ("model_b", pa.string()),
+            ("verdict_ab", pa.string()),
+            ("verdict_ba", pa.string()),
+            ("winner", pa.string()),
+            ("position_flip", pa.bool_()),
+            ("status", pa.string()),
+            ("detail", pa.string()),
+            ("signature", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -223,6 +257,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 PARTITION_COLUMNS: dict[str, list[str] | None] = {
+    "pairwise": ["fingerprint"],
     "generations": ["fingerprint", "model"],
     "scores": ["fingerprint", "model"],
     "annotations": ["fingerprint", "model"],

@@ -1,0 +1,680 @@
+"""Judged metrics: G-Eval, a jury of judges, and the RAG Triad (faithfulness with a
+hallucination score, answer relevance, context relevance).
+
+Every metric here takes a ``judge`` parameter (a model spec string such as
+``api:gpt-4o-mini@https://api.openai.com/v1`` or ``hf:/models/judge``, or a
+:class:`~metric_ops.judging.Judge` object); its locality is its judge's (a remote API
+makes the metric ``external``). Prompts are the versioned files in
+``metric_ops/prompts``; their hashes, the judge, the decoding settings and the metric
+version form the signature. Judge calls go through :class:`~metric_ops.judging.JudgeCaller`
+(cache, bounded re-asks on unparseable replies).
+
+``detail`` keys (the report renders exactly these): ``reasoning`` (str), ``claims``
+(list of ``{claim, verdict, evidence, sentence, sentence_text}``), ``context_sentences``
+(list of ``{sentence, relevant, passage}``), ``jurors`` (list of ``{judge, score,
+reasoning, ...}``), ``agreement`` (float), ``raw_reply`` on errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Mapping, Sequence
+
+from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.judging import (
+    Judge,
+    JudgeCaller,
+    JudgeParseError,
+    JudgeReply,
+    active_cache,
+    error_score_detail,
+    extract_json,
+    load_prompt,
+    parse_scale_score,
+    probability_weighted_score,
+    require_list,
+    resolve_judge,
+)
+
+VERDICTS = ("supported", "unsupported", "contradicted")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` with pysbd (the segmenter RAGAS uses), stripped, empty ones
+    dropped."""
+    import pysbd
+
+    segmenter = pysbd.Segmenter(language="en", clean=False)
+    return [s.strip() for s in segmenter.segment(text or "") if s.strip()]
+
+
+def _numbered(items: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {s}" for i, s in enumerate(items, start=1))
+
+
+def _short_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class JudgedMetric(Metric):
+    """Base of the judged metrics: judge resolution, locality, signature, cached calls,
+    per-sample error isolation and parallel calls.
+
+    Parameters (all enter the signature except ``concurrency``): ``judge`` (spec or
+    Judge; required), ``temperature`` (0.0), ``max_tokens`` (1024), ``seed`` (0),
+    ``max_attempts`` (2: one re-ask after an unparseable reply), ``concurrency`` (4
+    samples judged at once). A reply that still cannot be parsed gives an ``error`` score
+    whose ``detail`` keeps ``raw_reply``; a transport failure gives an ``error`` with its
+    message. Never a zero.
+    """
+
+    abstract = True
+    locality = "external"  # until a judge says otherwise (instances take their judge's)
+    dimension = "factual"
+    prompts: ClassVar[tuple[str, ...]] = ()
+    logprobs: ClassVar[bool] = False
+
+    def __init__(self, judge: Any = None, temperature: float = 0.0, max_tokens: int = 1024, seed: int | None = 0,
+                 max_attempts: int = 2, concurrency: int = 4, **params: Any) -> None:
+        self.judge: Judge = resolve_judge(judge)
+        self.locality = self.judge.locality  # type: ignore[misc]  # the metric runs where its judge runs
+        self.decoding: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
+        if seed is not None:
+            self.decoding["seed"] = int(seed)
+        if self.logprobs:
+            self.decoding.update(logprobs=True, top_logprobs=int(params.pop("top_logprobs", 10)))
+        self.max_attempts = int(max_attempts)
+        self.concurrency = max(1, int(concurrency))
+        self.templates = {name: load_prompt(name) for name in self.prompts}
+        super().__init__(**params)
+
+    def signature(self) -> str:
+        parts = [self.name, f"v:{self.version}", f"judge:{self.judge.identity}"]
+        parts.append("prompts:" + ",".join(t.tag for t in self.templates.values()))
+        parts.append("decoding:" + ",".join(f"{k}={v}" for k, v in sorted(self.decoding.items())))
+        parts.append(f"attempts:{self.max_attempts}")
+        for key in sorted(self.params):
+            value = self.params[key]
+            text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list, tuple)) else str(value)
+            parts.append(f"{key}:{text if len(text) <= 40 else '#' + _short_hash(value)}")
+        for lib in self.libraries:
+            from metric_ops.base import library_version
+
+            parts.append(f"{lib}:{library_version(lib)}")
+        return "|".join(parts)
+
+    def caller(self, purpose: str | None = None) -> JudgeCaller:
+        """A :class:`JudgeCaller` for this metric's judge and decoding, using the active cache."""
+        return JudgeCaller(self.judge, self.decoding, purpose or self.name, self.max_attempts, active_cache())
+
+    def prepare(self, caller: JudgeCaller) -> None:
+        """Once per batch, before the samples (G-Eval writes its evaluation steps here)."""
+
+    def score_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        """Scores of one sample (raise :class:`JudgeParseError` for an unreadable reply)."""
+        raise NotImplementedError
+
+    def _safe_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        try:
+            return self.score_one(caller, sample, output)
+        except Exception as exc:  # noqa: BLE001 - one bad sample never sinks a run
+            prefix = "unparseable judge reply" if isinstance(exc, JudgeParseError) else type(exc).__name__
+            score = Score.error(f"{prefix}: {exc}", **error_score_detail(exc))
+            return {name: score for name in self.emitted()}
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        caller = self.caller()
+        self.last_caller = caller
+        self.prepare(caller)
+        if self.concurrency == 1 or len(samples) <= 1:
+            return [self._safe_one(caller, s, o) for s, o in zip(samples, outputs)]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda pair: self._safe_one(caller, *pair), zip(samples, outputs)))
+
+
+# --------------------------------------------------------------------------- G-Eval
+
+DEFAULT_CRITERION = {
+    "name": "overall quality",
+    "description": "The response answers the user input correctly, completely and clearly, without errors or irrelevant content.",
+    "weight": 1.0,
+}
+
+
+def _normalise_criteria(criteria: Any) -> list[dict[str, Any]]:
+    if criteria is None:
+        return [dict(DEFAULT_CRITERION)]
+    if isinstance(criteria, Mapping):
+        criteria = [{"name": k, **(v if isinstance(v, Mapping) else {"description": str(v)})} for k, v in criteria.items()]
+    out = []
+    for c in criteria:
+        if isinstance(c, str):
+            c = {"name": c, "description": ""}
+        if not isinstance(c, Mapping) or not c.get("name"):
+            raise ValueError(f"a G-Eval criterion needs a name (and a description, optional weight), got {c!r}")
+        weight = float(c.get("weight", 1.0))
+        if not weight > 0:
+            raise ValueError(f"criterion {c['name']!r}: weight must be > 0, got {weight}")
+        out.append({"name": str(c["name"]), "description": str(c.get("description", "")), "weight": weight,
+                    "steps": list(c.get("steps") or [])})
+    if not out:
+        raise ValueError("G-Eval needs at least one criterion")
+    return out
+
+
+def _scale(scale: Any) -> tuple[int, int]:
+    lo, hi = (int(v) for v in scale)
+    if hi <= lo:
+        raise ValueError(f"scale must be [min, max] with max > min, got {scale!r}")
+    return lo, hi
+
+
+def rate(caller: JudgeCaller, template: Any, criterion: Mapping[str, Any], steps: Sequence[str], scale: tuple[int, int],
+         sample: Sample, output: str, salt: str = "", weighting: bool = True) -> dict[str, Any]:
+    """One G-Eval rating of ``output`` on ``criterion``: returns ``{score (normalised
+    [0, 1]), raw_score, parsed_score, reasoning, weighting, probabilities}``. With
+    log-probabilities the raw score is G-Eval's probability-weighted score; otherwise the
+    parsed form-filled score. Raises :class:`JudgeParseError` for an unreadable reply."""
+    lo, hi = scale
+    extra = ""
+    if sample.references:
+        extra += "Reference answer:\n" + "\n".join(sample.references) + "\n\n"
+    if sample.context:
+        extra += "Context:\n" + "\n\n".join(sample.context) + "\n\n"
+    messages = template.render(
+        criterion_name=criterion["name"], criterion_description=criterion["description"], scale_min=lo, scale_max=hi,
+        steps=_numbered(steps), extra=extra, input=sample.input, output=output,
+    )
+    call = caller.ask(messages, lambda r: parse_scale_score(r.text, lo, hi), sample.sample_id, salt)
+    parsed = call.value
+    raw, how, probs = parsed.raw, "none: form-filled score", {}
+    if weighting:
+        weighted, probs, how = probability_weighted_score(call.reply.logprobs, parsed.offset, call.reply.text, lo, hi)
+        if weighted is not None:
+            raw = weighted
+    return {
+        "score": (raw - lo) / (hi - lo),
+        "raw_score": raw,
+        "parsed_score": parsed.raw,
+        "reasoning": parsed.reasoning,
+        "weighting": how,
+        "probabilities": probs,
+    }
+
+
+class GEval(JudgedMetric):
+    """G-Eval (Liu et al., 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human
+    Alignment"): a rubric of criteria (name, description, weight) on an integer scale,
+    chain-of-thought evaluation steps (given per criterion, or written once by the judge
+    from the criterion: auto-CoT), and a form-filled score per criterion.
+
+    Where the judge returns log-probabilities, each criterion's score is the
+    probability-weighted ``sum_s s * p(s)`` read at the score token (duplicate tokens such
+    as "4" and " 4" summed; see :func:`~metric_ops.judging.probability_weighted_score`).
+    Each criterion is normalised ``(s - min) / (max - min)`` to [0, 1]; the value is the
+    weight-averaged normalised score. Requires input and output; one unreadable criterion
+    makes the sample an ``error`` (raw reply kept). Parameters: ``criteria`` (list of
+    ``{name, description, weight, steps?}``, default one "overall quality" criterion),
+    ``scale`` ([1, 5]), ``top_logprobs`` (10), plus :class:`JudgedMetric`'s.
+    """
+
+    name = "g_eval"
+    aliases = ("geval",)
+    direction = Direction.MAXIMIZE
+    dimension = "process"
+    version = "1"
+    requires = ("input", "output")
+    prompts = ("g_eval", "g_eval_steps")
+    logprobs = True
+
+    def __init__(self, judge: Any = None, criteria: Any = None, scale: Sequence[int] = (1, 5), **kwargs: Any) -> None:
+        self.criteria = _normalise_criteria(criteria)
+        self.scale = _scale(scale)
+        super().__init__(judge=judge, criteria=self.criteria, scale=list(self.scale), **kwargs)
+        self.steps: dict[str, list[str]] = {}
+
+    def prepare(self, caller: JudgeCaller) -> None:
+        for c in self.criteria:
+            if c["name"] in self.steps:
+                continue
+            if c["steps"]:
+                self.steps[c["name"]] = list(c["steps"])
+                continue
+            messages = self.templates["g_eval_steps"].render(
+                criterion_name=c["name"], criterion_description=c["description"], scale_min=self.scale[0], scale_max=self.scale[1]
+            )
+
+            def parse(reply: JudgeReply) -> list[str]:
+                obj, _ = extract_json(reply.text)
+                steps = [str(s).strip() for s in require_list(obj, "steps") if str(s).strip()]
+                if not steps:
+                    raise JudgeParseError("reply JSON 'steps' is empty")
+                return steps
+
+            try:
+                self.steps[c["name"]] = caller.ask(messages, parse, None, "steps").value
+            except JudgeParseError as exc:
+                self.steps[c["name"]] = []
+                self.steps_error = exc
+
+    def score_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        missing = [c["name"] for c in self.criteria if not self.steps.get(c["name"])]
+        if missing:
+            exc = getattr(self, "steps_error", None)
+            raise JudgeParseError(f"the judge wrote no readable evaluation steps for {', '.join(missing)}: {exc}",
+                                  getattr(exc, "raw_replies", []))
+        rated = []
+        for c in self.criteria:
+            r = rate(caller, self.templates["g_eval"], c, self.steps[c["name"]], self.scale, sample, output)
+            rated.append({"criterion": c["name"], "weight": c["weight"], **r})
+        total = sum(r["weight"] for r in rated)
+        value = sum(r["weight"] * r["score"] for r in rated) / total
+        reasoning = "\n\n".join(f"[{r['criterion']}] {r['reasoning']}" for r in rated) if len(rated) > 1 else rated[0]["reasoning"]
+        detail = {"reasoning": reasoning, "criteria": rated, "scale": list(self.scale),
+                  "evaluation_steps": {c["name"]: self.steps[c["name"]] for c in self.criteria}}
+        return {self.name: Score(value, detail=detail)}
+
+
+# --------------------------------------------------------------------------- Jury
+
+CONSENSUS = ("mean", "median", "trimmed_mean", "weighted")
+
+
+def consensus_value(scores: Sequence[float], method: str, weights: Sequence[float] | None = None, trim: float = 0.2) -> float:
+    """Consensus of juror scores: ``mean``, ``median``, ``trimmed_mean`` (scipy's
+    ``trim_mean`` cutting ``trim`` of each tail) or ``weighted`` (weights per juror,
+    normalised). Raises ``ValueError`` for an unknown method or mismatched weights."""
+    if method == "mean":
+        return statistics.fmean(scores)
+    if method == "median":
+        return statistics.median(scores)
+    if method == "trimmed_mean":
+        from scipy.stats import trim_mean
+
+        return float(trim_mean(list(scores), trim))
+    if method == "weighted":
+        if not weights or len(weights) != len(scores):
+            raise ValueError(f"weighted consensus needs one weight per juror ({len(scores)}), got {weights!r}")
+        return sum(w * s for w, s in zip(weights, scores)) / sum(weights)
+    raise ValueError(f"unknown consensus {method!r}; use one of {', '.join(CONSENSUS)}")
+
+
+def rwg_agreement(raw_scores: Sequence[float], scale: tuple[int, int]) -> float | None:
+    """Within-group agreement r_wg (James, Demaree & Wolf, 1984): ``1 - s^2 / sigma_EU^2``
+    with ``s^2`` the jurors' sample variance on the raw scale and ``sigma_EU^2 = (A^2 - 1) / 12``
+    the variance of a uniform (no agreement) null over the scale's A points; truncated at 0.
+    1 = every juror gave the same score. ``None`` with fewer than two jurors."""
+    if len(raw_scores) < 2:
+        return None
+    a = scale[1] - scale[0] + 1
+    null = (a * a - 1) / 12.0
+    return max(0.0, 1.0 - statistics.variance(raw_scores) / null)
+
+
+def outlier_jurors(scores: Sequence[float], threshold: float = 3.5) -> list[int]:
+    """Indices of outlier jurors by the modified z-score rule (Iglewicz & Hoaglin, 1993):
+    ``M_i = 0.6745 (x_i - median) / MAD``, outlier when ``|M_i| > threshold`` (3.5). When
+    MAD = 0 (a majority agrees exactly), every juror off the median is an outlier. Needs at
+    least three jurors (with two there is no majority to be an outlier from)."""
+    if len(scores) < 3:
+        return []
+    med = statistics.median(scores)
+    mad = statistics.median(abs(s - med) for s in scores)
+    if mad == 0:
+        return [i for i, s in enumerate(scores) if abs(s - med) > 1e-12]
+    return [i for i, s in enumerate(scores) if abs(0.6745 * (s - med) / mad) > threshold]
+
+
+def split_tie(scores: Sequence[float], consensus: float) -> bool:
+    """True when the jury is split evenly around its consensus with no juror on it (e.g.
+    votes 1, 1, 5, 5 or 2, 4): the consensus is a compromise no juror voted for, so it is
+    flagged instead of being silently presented as agreement."""
+    above = sum(1 for s in scores if s > consensus + 1e-12)
+    below = sum(1 for s in scores if s < consensus - 1e-12)
+    return above == below > 0 and above + below == len(scores)
+
+
+class Jury(JudgedMetric):
+    """A jury of judges (Verga et al., 2024, "Replacing Judges with Juries: Evaluating LLM
+    Generations with a Panel of Diverse Models"): n judges, possibly on different backends,
+    rate the same item independently with the G-Eval prompt (one criterion, integer
+    scale, fixed evaluation steps), and the verdicts are pooled.
+
+    Value: the consensus (``mean`` | ``median`` | ``trimmed_mean`` | ``weighted``) of the
+    jurors' normalised scores in [0, 1]. ``detail``: ``jurors`` (each juror's judge,
+    score, raw score and reasoning, or its error and raw reply), ``consensus``,
+    ``sigma`` (sample standard deviation of normalised scores), ``agreement`` (r_wg, see
+    :func:`rwg_agreement`), ``outliers`` (juror indices, :func:`outlier_jurors`), ``tie``
+    (:func:`split_tie`). Two jurors with the same model are two votes (each juror has its
+    own cache slot). When fewer than ``min_jurors`` (default: all) jurors give a readable
+    score the sample is an ``error``, with the readable votes kept.
+
+    Parameters: ``judges`` (list of specs or Judge objects, >= 1), ``consensus``
+    ("mean"), ``weights`` (for ``weighted``), ``trim`` (0.2), ``criterion`` (name and
+    description), ``steps``, ``scale`` ([1, 5]), ``min_jurors``, plus decoding settings.
+    """
+
+    name = "jury"
+    direction = Direction.MAXIMIZE
+    dimension = "process"
+    version = "1"
+    requires = ("input", "output")
+    prompts = ("g_eval",)
+    logprobs = True
+
+    DEFAULT_STEPS = (
+        "Read the user input and identify what a good response must contain.",
+        "Read the response and check it against the criterion, noting errors, omissions and irrelevant content.",
+        "Decide the score on the scale, using the extremes only for clear cases.",
+    )
+
+    def __init__(self, judges: Sequence[Any] = (), consensus: str = "mean", weights: Sequence[float] | None = None,
+                 trim: float = 0.2, criterion: Any = None, steps: Sequence[str] | None = None,
+                 scale: Sequence[int] = (1, 5), min_jurors: int | None = None, **kwargs: Any) -> None:
+        if kwargs.get("judge") is not None and not judges:
+            judges = [kwargs.pop("judge")]
+        kwargs.pop("judge", None)
+        if not judges:
+            raise ValueError("a jury needs judges: metric_params: {jury: {judges: ['api:m1@URL', 'hf:/models/j2']}}")
+        if consensus not in CONSENSUS:
+            raise ValueError(f"unknown consensus {consensus!r}; use one of {', '.join(CONSENSUS)}")
+        if consensus == "weighted" and (not weights or len(weights) != len(judges)):
+            raise ValueError(f"consensus 'weighted' needs weights: one per judge ({len(judges)})")
+        self.jurors = [resolve_judge(j) for j in judges]
+        self.criterion = _normalise_criteria([criterion] if criterion else None)[0]
+        self.jury_steps = list(steps or self.DEFAULT_STEPS)
+        self.scale = _scale(scale)
+        self.method = consensus
+        self.weights = [float(w) for w in weights] if weights else None
+        self.trim = float(trim)
+        self.min_jurors = len(self.jurors) if min_jurors is None else int(min_jurors)
+        super().__init__(
+            judge=self.jurors[0], consensus=consensus, weights=self.weights, trim=self.trim, criterion=self.criterion,
+            steps=self.jury_steps, scale=list(self.scale), min_jurors=self.min_jurors, **kwargs,
+        )
+        self.locality = "external" if any(j.locality == "external" for j in self.jurors) else "local"  # type: ignore[misc]
+
+    def signature(self) -> str:
+        base = super().signature().split("|")
+        base[2] = "judges:" + ",".join(j.identity for j in self.jurors)
+        return "|".join(base)
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        cache = active_cache()
+        self.callers = [JudgeCaller(j, self.decoding, self.name, self.max_attempts, cache) for j in self.jurors]
+        self.last_caller = self.callers[0]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda pair: self._safe_one(None, *pair), zip(samples, outputs)))  # type: ignore[arg-type]
+
+    def score_one(self, caller: Any, sample: Sample, output: str) -> dict[str, Score]:
+        jurors: list[dict[str, Any]] = []
+        for i, (judge, jcaller) in enumerate(zip(self.jurors, self.callers)):
+            entry: dict[str, Any] = {"juror": i, "judge": judge.identity}
+            try:
+                r = rate(jcaller, self.templates["g_eval"], self.criterion, self.jury_steps, self.scale, sample, output,
+                         salt=f"juror{i}")
+                entry.update(score=r["score"], raw_score=r["raw_score"], reasoning=r["reasoning"], weighting=r["weighting"])
+            except Exception as exc:  # noqa: BLE001 - a juror's failure is recorded, not fatal
+                entry.update(score=None, error=f"{type(exc).__name__}: {exc}", **error_score_detail(exc))
+            jurors.append(entry)
+        ok = [j for j in jurors if j["score"] is not None]
+        detail: dict[str, Any] = {"jurors": jurors, "consensus": self.method, "n_jurors": len(jurors), "n_valid": len(ok)}
+        if len(ok) < max(1, self.min_jurors):
+            bad = [j for j in jurors if j["score"] is None]
+            if bad and "raw_reply" in bad[0]:
+                detail["raw_reply"] = bad[0]["raw_reply"]
+            return {self.name: Score.error(f"only {len(ok)} of {len(jurors)} jurors gave a readable score "
+                                           f"(min_jurors {self.min_jurors}): {bad[0].get('error') if bad else ''}", **detail)}
+        scores = [j["score"] for j in ok]
+        weights = [self.weights[j["juror"]] for j in ok] if self.weights else None
+        value = consensus_value(scores, self.method, weights, self.trim)
+        outliers = [ok[i]["juror"] for i in outlier_jurors(scores)]
+        tie = split_tie(scores, value)
+        detail.update(
+            sigma=statistics.stdev(scores) if len(scores) > 1 else None,
+            agreement=rwg_agreement([j["raw_score"] for j in ok], self.scale),
+            outliers=outliers,
+            outlier_rule="modified z-score |0.6745 (x - median) / MAD| > 3.5 (MAD = 0: any juror off the median); n >= 3",
+            tie=tie,
+            mean=statistics.fmean(scores),
+            median=statistics.median(scores),
+            reasoning=" | ".join(f"juror {j['juror']} ({j['judge']}): {j['score']:.3f}" for j in ok)
+            + (" -- split jury: tie around the consensus" if tie else ""),
+        )
+        return {self.name: Score(value, detail=detail)}
+
+
+# --------------------------------------------------------------------------- RAG Triad
+
+
+class Faithfulness(JudgedMetric):
+    """Faithfulness (Es et al., 2024, "RAGAS: Automated Evaluation of Retrieval Augmented
+    Generation"): the answer is split into sentences (pysbd) and decomposed by the judge
+    into atomic claims, each tied to its sentence; the judge then gives each claim a
+    verdict against the context: supported, unsupported or contradicted.
+    ``faithfulness = supported / claims`` in [0, 1] (maximise) and ``hallucination =
+    1 - faithfulness`` (minimise).
+
+    An answer with zero extractable claims is ``unscored`` for both (never 0, 1 or NaN).
+    ``detail.claims`` lists ``{claim, verdict, evidence, sentence, sentence_text}`` so a
+    report can show which sentence introduced a hallucination. A verdict list that does
+    not give exactly one known verdict per claim is unreadable (``error``, raw reply kept).
+
+    Parameters: ``knowledge``: ``"context"`` (default; requires context) or ``"judge"``
+    (no context: claims are checked against the judge's own knowledge, for reference-free
+    sets such as HaluEval general), plus :class:`JudgedMetric`'s.
+    """
+
+    name = "faithfulness"
+    direction = Direction.MAXIMIZE
+    score_directions = {"faithfulness": Direction.MAXIMIZE, "hallucination": Direction.MINIMIZE}
+    dimension = "factual"
+    version = "1"
+    requires = ("input", "output", "context")
+    prompts = ("faithfulness_claims", "faithfulness_verdicts")
+
+    def __init__(self, judge: Any = None, knowledge: str = "context", **kwargs: Any) -> None:
+        if knowledge not in ("context", "judge"):
+            raise ValueError(f"knowledge must be 'context' or 'judge', got {knowledge!r}")
+        if knowledge == "judge":
+            self.prompts = ("faithfulness_claims", "faithfulness_verdicts_open")
+            self.requires = ("input", "output")
+            kwargs["knowledge"] = knowledge
+        self.knowledge = knowledge
+        super().__init__(judge=judge, **kwargs)
+
+    def score_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        sentences = split_sentences(output)
+        if not sentences:
+            return {n: Score.unscored("answer is empty: no claims to check", claims=[]) for n in self.emitted()}
+        messages = self.templates["faithfulness_claims"].render(question=sample.input, sentences=_numbered(sentences))
+
+        def parse_claims(reply: JudgeReply) -> list[dict[str, Any]]:
+            obj, _ = extract_json(reply.text)
+            claims = []
+            for i, item in enumerate(require_list(obj, "claims"), start=1):
+                if isinstance(item, str):
+                    raise JudgeParseError(f"claim {i} has no sentence number (expected {{sentence, claim}})")
+                if not isinstance(item, Mapping) or not str(item.get("claim", "")).strip():
+                    raise JudgeParseError(f"claim {i} is not {{sentence, claim}}: {item!r}")
+                sent = item.get("sentence")
+                if isinstance(sent, bool) or not isinstance(sent, (int, float, str)) or not str(sent).strip().isdigit() \
+                        or not 1 <= int(sent) <= len(sentences):
+                    raise JudgeParseError(f"claim {i} names sentence {sent!r}; the answer has sentences 1-{len(sentences)}")
+                claims.append({"claim": str(item["claim"]).strip(), "sentence": int(sent)})
+            return claims
+
+        step1 = caller.ask(messages, parse_claims, sample.sample_id, "claims")
+        claims = step1.value
+        if not claims:
+            reason = "the answer has no extractable claims"
+            return {n: Score.unscored(reason, claims=[], reasoning=reason) for n in self.emitted()}
+        template = self.templates[self.prompts[1]]
+        messages = template.render(question=sample.input, context="\n\n".join(sample.context),
+                                   claims=_numbered([c["claim"] for c in claims]))
+
+        def parse_verdicts(reply: JudgeReply) -> dict[int, dict[str, str]]:
+            obj, _ = extract_json(reply.text)
+            found: dict[int, dict[str, str]] = {}
+            for item in require_list(obj, "verdicts"):
+                if not isinstance(item, Mapping):
+                    raise JudgeParseError(f"verdict entry is not an object: {item!r}")
+                idx, verdict = item.get("claim"), str(item.get("verdict", "")).strip().lower()
+                if isinstance(idx, bool) or not str(idx).strip().isdigit() or not 1 <= int(idx) <= len(claims):
+                    raise JudgeParseError(f"verdict for unknown claim {idx!r}; claims are 1-{len(claims)}")
+                if verdict not in VERDICTS:
+                    raise JudgeParseError(f"verdict {item.get('verdict')!r} for claim {idx} is not one of {', '.join(VERDICTS)}")
+                if int(idx) in found:
+                    raise JudgeParseError(f"claim {idx} has two verdicts")
+                found[int(idx)] = {"verdict": verdict, "evidence": str(item.get("evidence") or "")}
+            missing = [i for i in range(1, len(claims) + 1) if i not in found]
+            if missing:
+                raise JudgeParseError(f"no verdict for claims {missing}")
+            return found
+
+        step2 = caller.ask(messages, parse_verdicts, sample.sample_id, "verdicts")
+        rows = []
+        for i, c in enumerate(claims, start=1):
+            rows.append({"claim": c["claim"], "verdict": step2.value[i]["verdict"], "evidence": step2.value[i]["evidence"],
+                         "sentence": c["sentence"], "sentence_text": sentences[c["sentence"] - 1]})
+        supported = sum(1 for r in rows if r["verdict"] == "supported")
+        value = supported / len(rows)
+        bad = [r for r in rows if r["verdict"] != "supported"]
+        reasoning = f"{supported} of {len(rows)} claims supported by the {'context' if self.knowledge == 'context' else 'judge'}"
+        if bad:
+            reasoning += "; " + "; ".join(f"sentence {r['sentence']}: {r['verdict']}: {r['claim']}" for r in bad)
+        detail = {"reasoning": reasoning, "claims": rows, "n_claims": len(rows), "n_supported": supported,
+                  "n_contradicted": sum(1 for r in rows if r["verdict"] == "contradicted"), "knowledge": self.knowledge}
+        return {"faithfulness": Score(value, detail=detail), "hallucination": Score(1.0 - value, detail=detail)}
+
+
+class AnswerRelevance(JudgedMetric):
+    """Answer relevance (Es et al., 2024, RAGAS): the judge writes ``n`` questions the
+    answer would answer; the value is the mean cosine similarity between each generated
+    question and the real question, with the local embedding model (the packaged
+    all-MiniLM-L6-v2 by default, :class:`~metric_ops.bertscore.SemanticSimilarity`'s mean
+    pooling). Range [-1, 1] (in practice [0, 1]). As in RAGAS, an answer the judge calls
+    noncommittal ("I don't know") scores 0 (a measured irrelevance, flagged in detail).
+    A reply with no questions is unreadable (``error``). Parameters: ``n`` (3),
+    ``embedding_model`` (local folder), plus :class:`JudgedMetric`'s.
+    """
+
+    name = "answer_relevance"
+    aliases = ("answer_relevancy",)
+    direction = Direction.MAXIMIZE
+    dimension = "factual"
+    version = "1"
+    requires = ("input", "output")
+    value_range = (-1.0, 1.0)
+    prompts = ("answer_relevance",)
+    libraries = ("transformers", "torch")
+
+    def __init__(self, judge: Any = None, n: int = 3, embedding_model: str | None = None, **kwargs: Any) -> None:
+        from metric_ops.bertscore import SemanticSimilarity
+
+        if int(n) < 1:
+            raise ValueError(f"n (questions to generate) must be >= 1, got {n}")
+        self.n = int(n)
+        self.embedder = SemanticSimilarity(model=embedding_model)
+        super().__init__(judge=judge, n=self.n, embedding_model=self.embedder.params["model"], **kwargs)
+
+    def score_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        messages = self.templates["answer_relevance"].render(output=output, n=self.n)
+
+        def parse(reply: JudgeReply) -> tuple[list[str], bool]:
+            obj, _ = extract_json(reply.text)
+            questions = [str(q).strip() for q in require_list(obj, "questions") if str(q).strip()]
+            if not questions:
+                raise JudgeParseError("reply JSON 'questions' is empty")
+            noncommittal = obj.get("noncommittal", False)
+            if not isinstance(noncommittal, bool):
+                raise JudgeParseError(f"'noncommittal' must be true or false, got {noncommittal!r}")
+            return questions[: self.n], noncommittal
+
+        call = caller.ask(messages, parse, sample.sample_id)
+        questions, noncommittal = call.value
+        emb, _ = self.embedder.sentence_embeddings([sample.input, *questions])
+        cosines = [float(emb[0] @ emb[i]) for i in range(1, len(questions) + 1)]
+        mean = sum(cosines) / len(cosines)
+        value = 0.0 if noncommittal else mean
+        reasoning = f"mean cosine of {len(questions)} generated questions with the question: {mean:.3f}"
+        if noncommittal:
+            reasoning += "; the judge found the answer noncommittal, so the score is 0 (RAGAS)"
+        detail = {"reasoning": reasoning, "generated_questions": [{"question": q, "cosine": c} for q, c in zip(questions, cosines)],
+                  "noncommittal": noncommittal, "mean_cosine": mean}
+        return {self.name: Score(value, detail=detail)}
+
+
+class ContextRelevance(JudgedMetric):
+    """Context relevance (Es et al., 2024, RAGAS; the RAG Triad of TruLens): the context
+    passages are split into sentences (pysbd) and the judge classifies each as relevant
+    to the question or not; the value is the relevant share in [0, 1].
+    ``detail.context_sentences`` lists ``{sentence, relevant, passage}``. A reply that does
+    not classify every sentence exactly once is unreadable (``error``, raw reply kept).
+    """
+
+    name = "context_relevance"
+    aliases = ("context_relevancy",)
+    direction = Direction.MAXIMIZE
+    dimension = "factual"
+    version = "1"
+    requires = ("input", "context")
+    prompts = ("context_relevance",)
+
+    def __init__(self, judge: Any = None, **kwargs: Any) -> None:
+        super().__init__(judge=judge, **kwargs)
+
+    def score_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        sentences = [(p, s) for p, passage in enumerate(sample.context, start=1) for s in split_sentences(passage)]
+        if not sentences:
+            return {self.name: Score.unscored("context has no sentences", context_sentences=[])}
+        messages = self.templates["context_relevance"].render(question=sample.input, sentences=_numbered([s for _, s in sentences]))
+
+        def parse(reply: JudgeReply) -> dict[int, bool]:
+            obj, _ = extract_json(reply.text)
+            found: dict[int, bool] = {}
+            for item in require_list(obj, "sentences"):
+                if not isinstance(item, Mapping):
+                    raise JudgeParseError(f"sentence entry is not an object: {item!r}")
+                idx, rel = item.get("index"), item.get("relevant")
+                if isinstance(idx, bool) or not str(idx).strip().isdigit() or not 1 <= int(idx) <= len(sentences):
+                    raise JudgeParseError(f"entry for unknown sentence {idx!r}; sentences are 1-{len(sentences)}")
+                if not isinstance(rel, bool):
+                    raise JudgeParseError(f"sentence {idx}: 'relevant' must be true or false, got {rel!r}")
+                if int(idx) in found:
+                    raise JudgeParseError(f"sentence {idx} is classified twice")
+                found[int(idx)] = rel
+            missing = [i for i in range(1, len(sentences) + 1) if i not in found]
+            if missing:
+                raise JudgeParseError(f"no classification for sentences {missing}")
+            return found
+
+        call = caller.ask(messages, parse, sample.sample_id)
+        rows = [{"sentence": s, "relevant": call.value[i], "passage": p} for i, (p, s) in enumerate(sentences, start=1)]
+        relevant = sum(1 for r in rows if r["relevant"])
+        detail = {"reasoning": f"{relevant} of {len(rows)} context sentences relevant to the question",
+                  "context_sentences": rows, "n_sentences": len(rows), "n_relevant": relevant}
+        return {self.name: Score(relevant / len(rows), detail=detail)}
+
+
+def auroc(labels: Sequence[int], scores: Sequence[float]) -> float | None:
+    """Area under the ROC curve of ``scores`` for binary ``labels`` (1 = positive, e.g.
+    hallucinated): the Mann-Whitney U of the positives over ``n_pos * n_neg`` (ties count
+    one half), computed with ``scipy.stats.mannwhitneyu``. 0.5 = chance, 1 = perfect
+    ranking. ``None`` when either class is empty (undefined, not 0.5)."""
+    from scipy.stats import mannwhitneyu
+
+    pos = [s for l, s in zip(labels, scores) if l == 1]
+    neg = [s for l, s in zip(labels, scores) if l == 0]
+    if len(labels) != len(scores):
+        raise ValueError(f"got {len(labels)} labels but {len(scores)} scores")
+    if not pos or not neg:
+        return None
+    u = mannwhitneyu(pos, neg, alternative="two-sided").statistic
+    return float(u) / (len(pos) * len(neg))

@@ -1,0 +1,262 @@
+"""Judge clients, the judge-call cache in the lake, and judge parameters at rescoring time.
+
+A judge is named by the same model spec strings as any model (``resources.backends``):
+
+- ``api:MODEL@BASE_URL``: an OpenAI-compatible endpoint (OpenAI, vLLM serve, Ollama, a
+  local server). Every call goes through :func:`resources.outbound.chat_completion`, the
+  one outbound path (offline guard, anonymiser, ledger). Locality ``external``. The key
+  comes from ``$FACETLAKE_JUDGE_API_KEY``, else ``$OPENAI_API_KEY`` (never stored);
+  transport retries are the openai client's own (``max_retries``).
+- any other registered backend kind (``hf:PATH``, ``vllm:NAME`` when the live-generation
+  backends are installed): the backend's ``generate`` with the chat messages. Locality is
+  the backend's.
+
+Importing this module installs the resolver that judged metrics use
+(:func:`metric_ops.judging.install_judge_resolver`). :func:`judge_session` makes judged
+metrics read and write the lake's ``judge_cache`` table, so re-materialising does not pay
+twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import threading
+from typing import Any, Iterator, Mapping, Sequence
+
+import yaml
+
+from metric_ops.base import Sample
+from metric_ops.judging import (
+    JudgeReply,
+    JudgeSpecError,
+    TokenLogprob,
+    install_judge_resolver,
+    use_cache,
+)
+from resources.catalog import utcnow
+from resources.lake import LakeStore
+
+API_KEY_ENV = ("FACETLAKE_JUDGE_API_KEY", "OPENAI_API_KEY")
+
+
+def _logprobs_from_openai(choice: Any) -> tuple[TokenLogprob, ...] | None:
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return None
+    out = []
+    for item in content:
+        top = tuple((t.token, float(t.logprob)) for t in (getattr(item, "top_logprobs", None) or []))
+        out.append(TokenLogprob(item.token, float(item.logprob), top))
+    return tuple(out)
+
+
+def _logprobs_from_records(records: Any) -> tuple[TokenLogprob, ...] | None:
+    """Token records ``[{token, logprob, top_logprobs: [{token, logprob}] | {token: logprob}}]``."""
+    if not records:
+        return None
+    out = []
+    for r in records:
+        top = r.get("top_logprobs") or r.get("top") or []
+        if isinstance(top, Mapping):
+            pairs = tuple((str(k), float(v)) for k, v in top.items())
+        else:
+            pairs = tuple((str(t.get("token")), float(t.get("logprob"))) if isinstance(t, Mapping) else (str(t[0]), float(t[1]))
+                          for t in top)
+        lp = float(r.get("logprob", -math.inf))
+        out.append(TokenLogprob(str(r.get("token", "")), lp, pairs))
+    return tuple(out)
+
+
+class ApiJudge:
+    """A judge behind an OpenAI-compatible chat-completions endpoint (``api:MODEL@BASE_URL``).
+
+    ``complete`` sends through :func:`resources.outbound.chat_completion` with the call's
+    purpose (the metric name) and sample id; raises the openai client's errors after its
+    own retries, and :class:`resources.outbound.OfflineModeError` in offline mode.
+    """
+
+    locality = "external"
+
+    def __init__(self, spec: str, max_retries: int = 3, timeout_s: float = 120.0) -> None:
+        target = spec.split(":", 1)[1]
+        model, sep, base_url = target.partition("@")
+        if not sep or not model or not base_url.startswith(("http://", "https://")):
+            raise JudgeSpecError(f"judge {spec!r}: an API judge is api:MODEL@BASE_URL, e.g. api:gpt-4o-mini@https://api.openai.com/v1")
+        self.identity = spec
+        self.model = model
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        """The ``openai.OpenAI`` client (built on first use; key from the environment)."""
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), "not-needed")
+                self._client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=self.max_retries,
+                                             timeout=self.timeout_s)
+            return self._client
+
+    def complete(self, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None = None, **decoding: Any) -> JudgeReply:
+        from resources.outbound import CallContext, chat_completion
+
+        kwargs = {k: v for k, v in decoding.items() if v is not None}
+        if not kwargs.get("logprobs"):
+            kwargs.pop("logprobs", None)
+            kwargs.pop("top_logprobs", None)
+        response = chat_completion(self.client(), CallContext(purpose=purpose, sample_id=sample_id, model=self.model),
+                                   messages=messages, model=self.model, **kwargs)
+        choice = response.choices[0]
+        return JudgeReply(choice.message.content or "", _logprobs_from_openai(choice))
+
+
+class BackendJudge:
+    """A judge behind any facetlake model backend (``hf:PATH``, ``vllm:NAME``, ...): the
+    chat messages go to the backend's ``generate`` as one request; a failed generation
+    raises ``RuntimeError`` with the backend's message."""
+
+    def __init__(self, spec: str) -> None:
+        from resources.backends import BACKENDS, PLANNED, parse_model_spec
+
+        kind, _ = parse_model_spec(spec)
+        if kind == "precomputed":
+            raise JudgeSpecError(f"judge {spec!r}: a precomputed backend cannot judge; use api:MODEL@BASE_URL or hf:PATH")
+        if kind not in BACKENDS:
+            raise JudgeSpecError(f"judge {spec!r}: the {PLANNED.get(kind, kind)} backend is not available in this installation")
+        self.identity = spec
+        self.backend = BACKENDS[kind](spec)
+        self.locality = getattr(self.backend, "locality", "local")
+
+    def complete(self, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None = None, **decoding: Any) -> JudgeReply:
+        from resources.backends import GenerationRequest
+
+        prompt = "\n\n".join(m["content"] for m in messages)
+        request = GenerationRequest(sample=Sample(sample_id=sample_id or "judge", input=prompt), prompt=prompt, messages=messages)
+        result = next(iter(self.backend.generate([request], decoding)))
+        if result.status != "ok" or result.output is None:
+            raise RuntimeError(f"judge {self.identity} failed: {result.error}")
+        extra = result.extra or {}
+        return JudgeReply(result.output, _logprobs_from_records(extra.get("logprobs") or extra.get("tokens")))
+
+
+@functools.lru_cache(maxsize=32)
+def judge_for(spec: str) -> Any:
+    """The judge client for a spec string (one per spec per process). Raises
+    :class:`~metric_ops.judging.JudgeSpecError` for a malformed or unavailable spec."""
+    from resources.backends import ModelSpecError, parse_model_spec
+
+    try:
+        kind, _ = parse_model_spec(spec)
+    except ModelSpecError as exc:
+        raise JudgeSpecError(f"judge: {exc}") from None
+    if kind == "api":
+        return ApiJudge(spec)
+    return BackendJudge(spec)
+
+
+install_judge_resolver(judge_for)
+
+
+# --------------------------------------------------------------------------- cache in the lake
+
+
+class DeltaJudgeCache:
+    """Judge replies in the lake's ``judge_cache`` Delta table (one row per call: key,
+    judge, purpose, sample id, reply JSON, time). Keys are read once; new replies are
+    buffered and appended every ``flush_every`` calls and on :meth:`flush`, so a killed run
+    keeps most of what it paid for. Thread-safe. Only replies are stored: no keys, and no
+    prompt text beyond what the reply holds."""
+
+    def __init__(self, lake: LakeStore, flush_every: int = 50) -> None:
+        self.lake = lake
+        self.flush_every = flush_every
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._data: dict[str, str] | None = None
+        self.hits = 0
+        self.misses = 0
+
+    def _load(self) -> dict[str, str]:
+        if self._data is None:
+            frame = self.lake.read("judge_cache", columns=["key", "reply"])
+            self._data = dict(zip(frame["key"].to_list(), frame["reply"].to_list()))
+        return self._data
+
+    def get(self, key: str) -> JudgeReply | None:
+        with self._lock:
+            payload = self._load().get(key)
+            if payload is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+        return JudgeReply.from_json(payload)
+
+    def put(self, key: str, reply: JudgeReply, meta: Mapping[str, Any]) -> None:
+        payload = reply.to_json()
+        with self._lock:
+            self._load()[key] = payload
+            self._pending.append({"key": key, "judge": str(meta.get("judge")), "purpose": str(meta.get("purpose")),
+                                  "sample_id": meta.get("sample_id"), "reply": payload, "created_at": utcnow()})
+            if len(self._pending) >= self.flush_every:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._pending:
+            rows, self._pending = self._pending, []
+            self.lake.append("judge_cache", rows)
+
+    def flush(self) -> None:
+        """Append buffered replies to ``judge_cache``."""
+        with self._lock:
+            self._flush_locked()
+
+
+@contextlib.contextmanager
+def judge_session(lake: LakeStore) -> Iterator[DeltaJudgeCache]:
+    """Within the block judged metrics use the lake's judge cache; flushed at the end
+    (also when the block raises)."""
+    cache = DeltaJudgeCache(lake)
+    try:
+        with use_cache(cache):
+            yield cache
+    finally:
+        cache.flush()
+
+
+# --------------------------------------------------------------------------- parameters at rescoring time
+
+
+def parse_param_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["judge=api:m@URL", "faithfulness.max_attempts=3"]`` -> ``{"*": {"judge": ...},
+    "faithfulness": {"max_attempts": 3}}``. Values are read as YAML scalars/lists
+    (``n=5`` is an int, ``judges=[a, b]`` a list); a value YAML cannot read stays a string.
+    Raises ``ValueError`` for an item without ``=``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"metric parameter {item!r} is not KEY=VALUE (or METRIC.KEY=VALUE), e.g. judge=api:gpt-4o-mini@https://api.openai.com/v1")
+        metric, dot, name = key.rpartition(".")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        if isinstance(value, (dict,)) and ":" in raw and not raw.strip().startswith("{"):
+            value = raw  # e.g. api:m@http://host:8000/v1 read by YAML as a mapping
+        out.setdefault(metric if dot else "*", {})[name if dot else key] = value
+    return out
+
+
+def merged_params(spec_params: Mapping[str, Mapping[str, Any]], name: str, overrides: Sequence[str] | None) -> dict[str, Any]:
+    """Parameters of metric ``name``: the evaluation spec's ``metric_params[name]``, then
+    ``KEY=VALUE`` overrides for every metric, then ``NAME.KEY=VALUE`` ones."""
+    parsed = parse_param_overrides(list(overrides or []))
+    return {**dict(spec_params.get(name, {})), **parsed.get("*", {}), **parsed.get(name, {})}
