@@ -1,0 +1,127 @@
+"""Wiring shared by the ``comparisons`` and ``correlations`` assets: pinned reads with
+their lineage, resource figures from ``generations`` and ``runs``, small text charts for
+materialisation metadata. No assets are defined here."""
+
+
+import json
+import math
+from typing import Any, Iterable, Mapping
+
+import polars as pl
+
+from resources.lake import LakeStore
+
+# the Delta tables an analysis row may depend on
+READ_TABLES = ("evaluations", "samples", "generations", "scores", "runs")
+
+
+def pinned_versions(lake: LakeStore, tables: Iterable[str] = READ_TABLES) -> dict[str, int | None]:
+    """Current Delta version of each table (None when absent); read at these versions."""
+    return {t: lake.version(t) for t in tables}
+
+
+def read_pinned(lake: LakeStore, table: str, versions: Mapping[str, int | None], where: Mapping[str, Any]) -> pl.DataFrame:
+    """``table`` rows matching ``where`` at the pinned version (empty frame when absent)."""
+    version = versions.get(table)
+    if version is None:
+        return lake.read(table, where=where)
+    return lake.read(table, where=where, version=version)
+
+
+def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: pl.DataFrame) -> dict[str, Any]:
+    """What an analysis read: each table's Delta version, the model x fingerprint
+    partitions of ``scores`` and the scores run (Dagster run id) behind each model."""
+    models = sorted(set(scores["model"].to_list())) if scores.height else []
+    runs = (
+        {m: sorted(set(scores.filter(pl.col("model") == m)["run_id"].drop_nulls().to_list())) for m in models}
+        if "run_id" in scores.columns
+        else {}
+    )
+    return {
+        "fingerprint": fingerprint,
+        "table_versions": dict(versions),
+        "partitions": {"scores": [f"{fingerprint}|{m}" for m in models], "generations": [f"{fingerprint}|{m}" for m in models],
+                       "samples": [fingerprint]},
+        "scores_run_ids": runs,
+    }
+
+
+_COST_KEYS = ("cost_usd", "total_cost_usd", "cost")
+_SIZE_KEYS = ("n_parameters", "num_parameters", "parameters")
+_BYTES_KEYS = ("size_bytes", "model_size_bytes")
+
+
+def _find_number(obj: Any, keys: tuple[str, ...]) -> float | None:
+    if isinstance(obj, Mapping):
+        for key in keys:
+            value = obj.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value)
+        for value in obj.values():
+            found = _find_number(value, keys)
+            if found is not None:
+                return found
+    elif isinstance(obj, list):
+        for value in obj:
+            found = _find_number(value, keys)
+            if found is not None:
+                return found
+    return None
+
+
+def resource_figures(
+    lake: LakeStore, fingerprint: str, models: Iterable[str], versions: Mapping[str, int | None]
+) -> dict[str, dict[str, Any]]:
+    """Per model: mean latency (s/sample), mean tokens in/out per sample from
+    ``generations``; wall time, cost (USD) and size (parameters, else bytes) from the
+    latest ``generations`` run's provenance in ``runs``. Missing figures are None."""
+    gens = read_pinned(lake, "generations", versions, {"fingerprint": fingerprint})
+    runs = read_pinned(lake, "runs", versions, {"fingerprint": fingerprint})
+    if runs.height:
+        runs = runs.filter(pl.col("asset") == "generations").sort("finished_at")
+    out: dict[str, dict[str, Any]] = {}
+    for model in models:
+        g = gens.filter(pl.col("model") == model) if gens.height else gens
+        ok = g.filter(pl.col("status") == "ok") if g.height else g
+
+        def mean(col: str) -> float | None:
+            if ok.height == 0 or col not in ok.columns:
+                return None
+            value = ok[col].drop_nulls().mean()
+            return None if value is None else float(value)
+
+        prov: dict[str, Any] = {}
+        r = runs.filter(pl.col("model") == model) if runs.height else runs
+        if r.height:
+            prov = json.loads(r["provenance"][-1] or "{}")
+        size = _find_number(prov, _SIZE_KEYS)
+        out[model] = {
+            "latency_s": mean("latency_s"),
+            "tokens_in": mean("tokens_in"),
+            "tokens_out": mean("tokens_out"),
+            "cost_usd": _find_number(prov, _COST_KEYS),
+            "size": size if size is not None else _find_number(prov, _BYTES_KEYS),
+            "size_unit": "parameters" if size is not None else ("bytes" if _find_number(prov, _BYTES_KEYS) is not None else None),
+            "wall_s": _find_number(prov, ("wall_s",)),
+            "n_generations": g.height,
+            "n_errors": int((g["status"] == "error").sum()) if g.height else 0,
+        }
+    return out
+
+
+BAR = "█"
+
+
+def text_bars(items: list[tuple[str, float | None]], width: int = 20, digits: int = 3) -> str:
+    """A Markdown code block of horizontal bars, scaled to the largest absolute value."""
+    values = [abs(v) for _, v in items if v is not None and math.isfinite(v)]
+    top = max(values) if values else 0.0
+    label_w = max((len(k) for k, _ in items), default=0)
+    lines = []
+    for label, value in items:
+        if value is None or not math.isfinite(value):
+            lines.append(f"{label.ljust(label_w)} | (not scored)")
+            continue
+        n = 0 if top == 0 else round(width * abs(value) / top)
+        lines.append(f"{label.ljust(label_w)} | {BAR * n}{' ' * (width - n)} {value:.{digits}f}")
+    return "```\n" + "\n".join(lines) + "\n```"

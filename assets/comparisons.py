@@ -1,0 +1,268 @@
+"""The ``comparisons`` asset: N-model verdicts with honest statistics, one partition per
+fingerprint, and the regression alert (asset check ``check_comparisons_no_regression``).
+
+The statistics are :func:`metric_ops.compare.compare_models` (per-metric mean, median,
+95% interval, winner by declared direction; pairwise delta, relative change, retention,
+paired test with Holm correction, effect size; regressed / improved / still-wrong
+samples; trade-off against latency, tokens, cost and size). Every row carries ``reads``:
+the Delta table versions and partitions it was computed from; the materialisation
+metadata carries the same, the headline table and a small chart.
+
+Comparing different fingerprints is refused unless forced: :func:`require_comparable`
+names the fingerprint inputs that differ.
+"""
+
+
+import json
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from assets.analysis_common import pinned_versions, read_pinned, reads_record, resource_figures, text_bars
+from assets.common import markdown_table, record_run
+from metric_ops.compare import ALPHA, compare_models, detail_json
+from pipelines.partitions import fingerprint_partitions
+from resources.catalog import evaluation_row, evaluation_spec, utcnow
+from resources.lake import SCHEMAS, LakeStore
+
+CHECK_REGRESSION = "check_comparisons_no_regression"
+_PER_FP = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="fingerprint")
+
+
+class IncomparableError(ValueError):
+    """Two fingerprints differ in what defines an evaluation; the message lists the differences."""
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: value}
+
+
+def fingerprint_differences(lake: LakeStore, a: str, b: str) -> dict[str, tuple[Any, Any]]:
+    """Fingerprint inputs (dotted keys, e.g. ``generation.max_tokens``) whose values differ
+    between the evaluations registered under ``a`` and ``b`` (prefixes accepted)."""
+    ra, rb = evaluation_row(lake, a), evaluation_row(lake, b)
+    fa = _flatten(json.loads(ra["fingerprint_inputs"] or "{}"))
+    fb = _flatten(json.loads(rb["fingerprint_inputs"] or "{}"))
+    return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
+
+
+def require_comparable(lake: LakeStore, fingerprints: list[str], force: bool = False) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """Refuse (:class:`IncomparableError`) to compare runs under different fingerprints
+    unless ``force``; returns the differences per other fingerprint either way."""
+    first = evaluation_row(lake, fingerprints[0])["fingerprint"]
+    diffs: dict[str, dict[str, tuple[Any, Any]]] = {}
+    for fp in fingerprints[1:]:
+        full = evaluation_row(lake, fp)["fingerprint"]
+        if full == first:
+            continue
+        diffs[full] = fingerprint_differences(lake, first, full)
+    if diffs and not force:
+        lines = []
+        for fp, d in diffs.items():
+            items = "; ".join(f"{k}: {_short(v[0])} vs {_short(v[1])}" for k, v in d.items()) or "(inputs equal, fingerprint differs)"
+            lines.append(f"{first[:12]} vs {fp[:12]}: {items}")
+        raise IncomparableError(
+            "refusing to compare runs under different fingerprints (their scores are not over the same evaluation): "
+            + " | ".join(lines) + ". Pass --force to compare anyway."
+        )
+    return diffs
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def value_ranges(metrics: list[str]) -> dict[str, tuple[float, float]]:
+    """Declared value range per score name (from the metric registry; unknown names skipped)."""
+    from metric_ops.registry import REGISTRY
+
+    out = {}
+    for name in metrics:
+        try:
+            rng = REGISTRY.get_class(name).value_range
+        except Exception:  # noqa: BLE001 - human ratings and retired metrics have no class
+            continue
+        if rng is not None:
+            out[name] = (float(rng[0]), float(rng[1]))
+    return out
+
+
+class ComparisonsConfig(dg.Config):
+    """Run config of ``comparisons``: significance level, resamples and seed."""
+
+    alpha: float = ALPHA
+    n_resamples: int = 2000
+    n_permutations: int = 9999
+    seed: int = 0
+    max_samples: int = 10
+
+
+def comparison_rows(
+    lake: LakeStore, fingerprint: str, run_id: str, config: ComparisonsConfig | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
+    """The ``comparisons`` rows of one fingerprint, the ``reads`` record and the baseline."""
+    config = config or ComparisonsConfig()
+    row = evaluation_row(lake, fingerprint)
+    fingerprint = row["fingerprint"]
+    spec = evaluation_spec(lake, fingerprint)
+    versions = pinned_versions(lake)
+    scores = read_pinned(lake, "scores", versions, {"fingerprint": fingerprint})
+    if scores.height == 0:
+        raise dg.Failure(f"no scores stored under fingerprint {fingerprint[:12]}; materialise scores for its models first")
+    models = sorted(set(scores["model"].to_list()))
+    configured = getattr(spec, "baseline", None)
+    baseline = configured if configured in models else None
+    resources = resource_figures(lake, fingerprint, models, versions)
+    rows = compare_models(
+        scores, baseline=baseline, resources=resources, alpha=config.alpha,
+        value_ranges=value_ranges(sorted(set(scores["metric"].to_list()))), max_samples=config.max_samples,
+        n_resamples=config.n_resamples, n_permutations=config.n_permutations, seed=config.seed,
+    )
+    reads = reads_record(fingerprint, versions, scores)
+    reads["baseline"] = configured
+    reads_json = json.dumps(reads, sort_keys=True)
+    now = utcnow()
+    names = SCHEMAS["comparisons"].names
+    out = []
+    for r in rows:
+        full = {n: None for n in names}
+        full.update({k: v for k, v in r.items() if k in names})
+        full.update(
+            fingerprint=fingerprint, dataset=row["dataset"], detail=detail_json(r.get("detail") or {}), reads=reads_json,
+            run_id=run_id, created_at=now,
+        )
+        out.append(full)
+    return out, reads, baseline
+
+
+def headline(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """model x metric: mean [95% interval] with the winner starred, for metadata and the CLI."""
+    stats = [r for r in rows if r["kind"] == "model_metric"]
+    out = []
+    for r in stats:
+        mean = "∅" if r["mean"] is None else f"{r['mean']:.4g}"
+        ci = "" if r["ci_low"] is None else f" [{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
+        out.append({"metric": r["metric"], "direction": r["direction"], "model": r["model"],
+                    "mean [95% CI]": ("★ " if r["is_winner"] else "") + mean + ci, "n": f"{r['n_scored']}/{r['n_total']}"})
+    return pl.DataFrame(out) if out else pl.DataFrame({"metric": []})
+
+
+def pairwise_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """The pairwise verdicts (baseline, candidate, metric, delta, p, Holm p, effect, verdict)."""
+    pw = [r for r in rows if r["kind"] == "pairwise"]
+    return pl.DataFrame(
+        [{"baseline": r["baseline"], "candidate": r["model"], "metric": r["metric"], "delta": r["delta"],
+          "retention": r["retention"], "test": r["test"], "p": r["p_value"], "p_holm": r["p_holm"],
+          "effect": r["effect_size"], "verdict": r["verdict"]} for r in pw],
+        schema_overrides={"delta": pl.Float64, "retention": pl.Float64, "p": pl.Float64, "p_holm": pl.Float64, "effect": pl.Float64},
+    ) if pw else pl.DataFrame({"metric": []})
+
+
+def regression_check(rows: list[dict[str, Any]], baseline: str | None, fingerprint: str) -> dg.AssetCheckResult:
+    """Fails (severity ERROR) when a model is significantly worse than the configured
+    baseline on some metric (Holm-adjusted p < alpha, delta in the wrong direction),
+    naming the metric, the delta and the worst samples; passes otherwise. A configured
+    baseline with no scores under the fingerprint fails with severity WARN (the alert
+    cannot run)."""
+    models = sorted({r["model"] for r in rows if r["kind"] == "model_metric"})
+    if baseline is not None and baseline not in models:
+        return dg.AssetCheckResult(
+            check_name=CHECK_REGRESSION, asset_key="comparisons", passed=False, severity=dg.AssetCheckSeverity.WARN,
+            description=f"configured baseline {baseline!r} has no scores under {fingerprint[:12]} (models: {', '.join(models)}); "
+                        "materialise its generations and scores, or fix `baseline:` in the spec",
+            metadata={"fingerprint": fingerprint, "baseline": baseline},
+        )
+    if baseline is None:
+        return dg.AssetCheckResult(
+            check_name=CHECK_REGRESSION, asset_key="comparisons", passed=True,
+            description="no baseline configured for this evaluation; add `baseline: MODEL` to its spec to enable the alert",
+            metadata={"fingerprint": fingerprint, "baseline": "none"},
+        )
+    regressed = [r for r in rows if r["kind"] == "pairwise" and r["baseline"] == baseline and r["verdict"] == "regressed"]
+    checked = [r for r in rows if r["kind"] == "pairwise" and r["baseline"] == baseline]
+    if not regressed:
+        return dg.AssetCheckResult(
+            check_name=CHECK_REGRESSION, asset_key="comparisons", passed=True,
+            description=f"no significant regression against baseline {baseline} over {len(checked)} model x metric comparisons",
+            metadata={"fingerprint": fingerprint, "baseline": baseline, "comparisons_checked": len(checked)},
+        )
+    worst: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        if r["kind"] == "sample_change" and r["verdict"] == "regressed" and r["baseline"] == baseline:
+            worst.setdefault((r["model"], r["metric"]), []).append(
+                f"{r['sample_id']} ({r['baseline_mean']:.4g} → {r['mean']:.4g})"
+            )
+    table = pl.DataFrame(
+        [{"model": r["model"], "metric": r["metric"], "baseline mean": r["baseline_mean"], "model mean": r["mean"],
+          "delta": r["delta"], "p_holm": r["p_holm"], "effect": r["effect_size"],
+          "worst samples": ", ".join(worst.get((r["model"], r["metric"]), [])[:5])} for r in regressed]
+    )
+    first = regressed[0]
+    summary = "; ".join(f"{r['model']} {r['metric']} Δ {r['delta']:+.4g} (p_holm {r['p_holm']:.2g})" for r in regressed[:5])
+    return dg.AssetCheckResult(
+        check_name=CHECK_REGRESSION, asset_key="comparisons", passed=False, severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{len(regressed)} significant regression(s) against baseline {baseline}: {summary}",
+        metadata={
+            "fingerprint": fingerprint,
+            "baseline": baseline,
+            "n_regressions": len(regressed),
+            "metric": first["metric"],
+            "delta": float(first["delta"]),
+            "worst_samples": dg.MetadataValue.json({f"{m}|{k}": v for (m, k), v in worst.items()}),
+            "regressions": dg.MetadataValue.md(markdown_table(table)),
+        },
+    )
+
+
+@dg.asset(
+    partitions_def=fingerprint_partitions,
+    deps=[dg.AssetDep("scores", partition_mapping=_PER_FP), dg.AssetDep("generations", partition_mapping=_PER_FP)],
+    group_name="evaluation",
+    kinds={"delta", "scipy"},
+    pool="delta_comparisons",
+    automation_condition=dg.AutomationCondition.eager(),
+    check_specs=[dg.AssetCheckSpec(CHECK_REGRESSION, asset="comparisons",
+                                   description="no model significantly worse than the evaluation's configured baseline (Holm-corrected paired test)")],
+    metadata={"delta_table": "comparisons"},
+)
+def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, lake: LakeStore):
+    """N-model comparison per fingerprint: per-metric mean/median/95% CI and winner, pairwise paired tests (Holm), sample changes, trade-off."""
+    started = utcnow()
+    fingerprint = context.partition_key
+    rows, reads, _ = comparison_rows(lake, fingerprint, context.run_id, config)
+    baseline = reads["baseline"]
+    fingerprint = reads["fingerprint"]
+    dataset = rows[0]["dataset"] if rows else None
+    version = lake.replace("comparisons", rows, {"fingerprint": fingerprint})
+    record_run(
+        lake, context, asset="comparisons", table="comparisons", version=version, rows=len(rows), started_at=started,
+        fingerprint=fingerprint, dataset=dataset, provenance={"read": reads["table_versions"], "reads": reads, "baseline": baseline},
+    )
+    stats_rows = [r for r in rows if r["kind"] == "model_metric"]
+    winners = [(f"{r['metric']}: {r['model']}", r["mean"]) for r in stats_rows if r["is_winner"]]
+    chart = text_bars([(f"{r['metric']} {r['model']}", r["mean"]) for r in stats_rows])
+    kinds = {k: sum(r["kind"] == k for r in rows) for k in ("model_metric", "pairwise", "sample_change", "tradeoff")}
+    yield dg.MaterializeResult(
+        metadata={
+            "fingerprint": fingerprint,
+            "dataset": dataset,
+            "baseline": baseline or "none",
+            "dagster/row_count": len(rows),
+            **{f"n_{k}": v for k, v in kinds.items()},
+            "headline": dg.MetadataValue.md(markdown_table(headline(rows))),
+            "pairwise": dg.MetadataValue.md(markdown_table(pairwise_table(rows))),
+            "chart": dg.MetadataValue.md("Mean per metric x model (bars scaled per table; ★ winners: "
+                                         + (", ".join(w for w, _ in winners) or "n/a, one model") + ")\n\n" + chart),
+            "reads": dg.MetadataValue.json(reads),
+            **{f"{t}_version_read": v for t, v in reads["table_versions"].items() if v is not None},
+            "delta_version": version,
+        }
+    )
+    yield regression_check(rows, baseline, fingerprint)

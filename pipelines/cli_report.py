@@ -1,0 +1,112 @@
+"""``facetlake report``, ``facetlake compare`` and ``facetlake lineage`` (registered on the
+main typer app; imported at the bottom of pipelines/cli.py)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from pipelines.cli import LakeOption, _fail, _lake, _print_frame, app, console
+
+
+class LineageFormat(str, Enum):
+    text = "text"
+    mermaid = "mermaid"
+    dot = "dot"
+
+
+@app.command()
+def report(
+    fingerprint: str = typer.Option(..., "--fingerprint", "-f", help="Fingerprint (or a unique prefix) of the evaluation."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="Output HTML file."),
+    compare: Optional[List[str]] = typer.Option(None, "--compare", help="Another fingerprint whose runs join the multi-run comparison (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Compare fingerprints whose inputs differ (the report lists the differences)."),
+    samples: int = typer.Option(30, "--samples", help="Samples shown in the per-sample view."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Write one self-contained HTML report (plotly inlined; opens with no network) for a fingerprint.
+
+    Sections: per-metric statistics and verdicts, radar, box plots, hallucination
+    histogram, correlation heatmap, RAG Triad scatter, jury agreement, per-sample heatmap,
+    BERTScore P/R, execution timeline, multi-run comparison, per-sample view. Sections
+    without data say so.
+    """
+    from assets.comparisons import IncomparableError
+    from pipelines.report import ReportError, write_report
+    from resources.catalog import CatalogError
+
+    store = _lake(lake)
+    if not store.exists("evaluations"):
+        _fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first, or pass --lake")
+    try:
+        path, statuses = write_report(store, fingerprint, out, compare or [], force, samples)
+    except (ReportError, IncomparableError, CatalogError) as exc:
+        _fail(str(exc))
+    present = [s for s, ok in statuses if ok]
+    missing = [s for s, ok in statuses if not ok]
+    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {len(present)} sections with data"
+                  + (f"; without data: {', '.join(missing)}" if missing else ""))
+
+
+@app.command()
+def compare(
+    fingerprint: str = typer.Option(..., "--fingerprint", "-f", help="Fingerprint (or a unique prefix)."),
+    other: Optional[List[str]] = typer.Option(None, "--with", help="Check that another fingerprint is comparable (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Report the differences instead of refusing."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Print the comparisons of a fingerprint's models: statistics, winners, pairwise verdicts, regression alert.
+
+    With --with FP2, first checks that FP2 evaluates the same thing: different
+    fingerprint inputs are refused (listing them) unless --force.
+    """
+    import polars as pl
+
+    from assets.comparisons import IncomparableError, headline, pairwise_table, require_comparable
+    from resources.catalog import CatalogError, evaluation_row
+
+    store = _lake(lake)
+    try:
+        fp = evaluation_row(store, fingerprint)["fingerprint"]
+        if other:
+            diffs = require_comparable(store, [fp, *other], force=force)
+            for o, d in diffs.items():
+                console.print(f"[yellow]{o[:12]} differs from {fp[:12]}:[/] " + "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in d.items()))
+    except (IncomparableError, CatalogError) as exc:
+        _fail(str(exc))
+    frame = store.read("comparisons", where={"fingerprint": fp})
+    if frame.height == 0:
+        _fail(f"no comparisons for {fp[:12]}; run `facetlake run CONFIG` (it materialises them) or materialise `comparisons` in the UI")
+    rows = frame.to_dicts()
+    _print_frame(headline(rows), title=f"{frame['dataset'][0]}: mean [95% CI] per metric x model (★ winner by declared direction)")
+    pw = pairwise_table(rows)
+    if pw.height:
+        _print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title="pairwise: paired test, Holm-corrected")
+    bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
+    if bad:
+        console.print(f"[bold red]regressions:[/] " + "; ".join(f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad))
+
+
+@app.command()
+def lineage(
+    fingerprint: str = typer.Option(..., "--fingerprint", "-f", help="Fingerprint (or a unique prefix)."),
+    format: LineageFormat = typer.Option(LineageFormat.text, "--format", help="text, mermaid or dot."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Print the provenance graph of a fingerprint from the `runs` table: each comparison,
+    correlation and summary run, the scores runs (metric signatures) and generations runs
+    (model identity) it read, down to the dataset content hash."""
+    from pipelines.lineage import LineageError, build_lineage, render
+    from resources.catalog import CatalogError
+
+    store = _lake(lake)
+    if not store.exists("evaluations"):
+        _fail(f"no evaluations under {store.root}; run `facetlake demo` first, or pass --lake")
+    try:
+        graph = build_lineage(store, fingerprint)
+    except (LineageError, CatalogError) as exc:
+        _fail(str(exc))
+    typer.echo(render(graph, format.value))
