@@ -18,7 +18,7 @@ from assets.common import load_samples, markdown_table, partition_parts, record_
 from metric_ops.registry import REGISTRY
 from metric_ops.runner import human_rating_rows, score_rows
 from pipelines.partitions import model_fingerprint_partitions
-from resources.catalog import evaluation_row, evaluation_spec, utcnow
+from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.judges import judge_session, merged_params
 from resources.lake import LakeStore
 
@@ -74,7 +74,9 @@ def score_partition(
             emitted.extend(metric.emitted())
             with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
                 rows.extend(score_rows(metric, samples, outputs, progress=bar.update))
-    if not metrics:
+    # human ratings rate the dataset's own output: they are scores only of a model whose
+    # outputs are that output (precomputed:column=...), never of a live or heuristic model (issue 8)
+    if not metrics and model_spec(lake, model, fingerprint).startswith("precomputed:column="):
         human = human_rating_rows(samples)
         rows.extend(human)
     now = utcnow()

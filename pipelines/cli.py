@@ -227,6 +227,7 @@ def ui(port: int = typer.Option(3000, help="Port for the Dagster UI."), lake: Op
 
 from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the demo-bfcl command)
 from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
+from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -89,13 +89,21 @@ def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterI
     return _materialize(["summary"], fingerprint, lake, instance)
 
 
+def materialize_analysis(
+    fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = False
+) -> dg.ExecuteInProcessResult:
+    """Materialise ``comparisons`` (with its regression check) and ``correlations`` for one
+    fingerprint (and ``summary`` first in the same run when ``with_summary``)."""
+    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations"], fingerprint, lake, instance)
+
+
 def run_evaluation(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
     """Register ``spec`` and materialise samples, every model's generations and scores, and the summary."""
     resolved = register(spec, lake, instance)
     materialize_samples(resolved.fingerprint, lake, instance)
     for model in sorted(spec.models):
         materialize_model(model, resolved.fingerprint, lake, instance)
-    materialize_summary(resolved.fingerprint, lake, instance)
+    materialize_analysis(resolved.fingerprint, lake, instance, with_summary=True)  # summary, comparisons, correlations
     return resolved
 
 
@@ -143,6 +151,7 @@ def rescore(
     touched = {d["fingerprint"] for d in done if d["scored"]}
     for fp in sorted(touched):
         materialize_summary(fp, lake, instance)
+        materialize_analysis(fp, lake, instance)
     return done
 
 

@@ -193,3 +193,7 @@ def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
         return template.format(input=sample.input, context="\n\n".join(sample.context), references="\n".join(sample.references))
     except KeyError as exc:
         raise ValueError(f"prompt template uses unknown placeholder {exc}; known: {{input}}, {{context}}, {{references}}") from None
+
+
+# heuristic reference systems for comparisons (issue 8): heuristic:lead-3, heuristic:copy-input
+from resources import heuristics as _heuristics  # noqa: E402,F401

@@ -74,13 +74,16 @@ class EvaluationSpec:
     generation: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_GENERATION))
     annotators: list[dict[str, Any]] = field(default_factory=list)
     metric_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the model the regression alert compares every other model against (issue 8);
+    # not in the fingerprint
+    baseline: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
         """Validate and build a spec; raises :class:`SpecError` naming the problem."""
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
-        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params"}
+        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "baseline"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -109,6 +112,7 @@ class EvaluationSpec:
             generation=generation,
             annotators=[dict(a) for a in data.get("annotators") or []],
             metric_params={str(k): dict(v) for k, v in (data.get("metric_params") or {}).items()},
+            baseline=_checked_baseline(data.get("baseline"), models, where),
         )
 
     @classmethod
@@ -144,6 +148,7 @@ class EvaluationSpec:
             "generation": self.generation,
             "annotators": self.annotators,
             "metric_params": self.metric_params,
+            **({"baseline": self.baseline} if self.baseline is not None else {}),
         }
 
     def make_dataset(self) -> Dataset:
@@ -158,6 +163,16 @@ class EvaluationSpec:
             "generation": self.generation,
             "annotators": self.annotators,
         }
+
+
+def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str | None:
+    """The ``baseline`` model slug (None when absent); it must be one of ``models``."""
+    if value is None:
+        return None
+    if str(value) not in models:
+        raise SpecError(f"{where}: baseline {value!r} is not one of the models ({', '.join(sorted(map(str, models)))}); "
+                        "name the model the others are compared against, e.g. baseline: " + sorted(map(str, models))[0])
+    return str(value)
 
 
 @dataclass

@@ -33,9 +33,10 @@ def test_demo_then_sql_on_the_demo_lake(tmp_path, dagster_home):
     out = runner.invoke(app, ["sql", "select metric, count(*) as n from scores group by 1 order by 1", "--lake", lake, "--format", "json"])
     assert out.exit_code == 0, out.output
     counts = {r["metric"]: r["n"] for r in json.loads(out.output)}
-    assert counts["bleu"] == 30 and counts["human:naturalness"] == 15 and counts["human:consistency"] == 15
+    # two systems per demo dataset (the real one and a heuristic reference; human ratings only for the real one)
+    assert counts["bleu"] == 60 and counts["human:naturalness"] == 15 and counts["human:consistency"] == 15
     csv_out = runner.invoke(app, ["sql", "select count(*) as n from generations", "--lake", lake, "-f", "csv"])
-    assert csv_out.output.strip().splitlines() == ["n", "30"]
+    assert csv_out.output.strip().splitlines() == ["n", "60"]
 
 
 def test_sql_refuses_writes_with_a_clear_error(evaluated_lake):
