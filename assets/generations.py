@@ -1,4 +1,9 @@
-"""The ``generations`` asset: model outputs per model x fingerprint partition."""
+"""The ``generations`` asset: model outputs per model x fingerprint partition.
+
+Live backends (hf, vllm, api) write finished outputs in batches and resume: see
+resources/generation_run.py. Token log-probabilities go to ``token_logprobs``; cost and
+performance go to the ``runs`` provenance row and the materialisation metadata.
+"""
 
 
 import time
@@ -8,9 +13,12 @@ from tqdm.auto import tqdm
 
 from assets.common import load_samples, partition_parts, record_run
 from pipelines.partitions import model_fingerprint_partitions
-from resources.backends import GenerationRequest, ModelBackends, render_prompt
+from resources.adapters import AdapterError, make_adapter
+from resources.backends import GenerationRequest, GenerationResult, ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
+from resources.generation_run import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake import LakeStore
+from resources.logprobs import table_rows
 
 GENERATIONS_COLUMNS = [
     ("model", "model partition key"),
@@ -21,7 +29,18 @@ GENERATIONS_COLUMNS = [
     ("error", "error message"),
     ("backend", "backend kind"),
     ("prompt", "prompt sent"),
+    ("latency_s", "seconds the request waited (batch wall time for batched backends)"),
+    ("tokens_in", "prompt tokens"),
+    ("tokens_out", "generated tokens"),
 ]
+
+
+class GenerationsConfig(dg.Config):
+    """Run config of ``generations``: by default stored outputs are kept and only missing
+    (and failed) samples are generated."""
+
+    regenerate: bool = False
+    retry_errors: bool = True
 
 
 @dg.asset(
@@ -35,59 +54,120 @@ GENERATIONS_COLUMNS = [
         "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in GENERATIONS_COLUMNS]),
     },
 )
-def generations(context: dg.AssetExecutionContext, lake: LakeStore, backends: ModelBackends) -> dg.MaterializeResult:
+def generations(
+    context: dg.AssetExecutionContext, config: GenerationsConfig, lake: LakeStore, backends: ModelBackends
+) -> dg.MaterializeResult:
     """Model outputs, one row per sample, partitioned by model x fingerprint (precomputed or live backends)."""
     started = utcnow()
+    t_start = time.perf_counter()
     model, fingerprint = partition_parts(context)
     spec = evaluation_spec(lake, fingerprint)
     dataset = evaluation_row(lake, fingerprint)["dataset"]
-    backend = backends.backend_for(model_spec(lake, model, fingerprint))
+    spec_string = model_spec(lake, model, fingerprint)
+    backend = backends.backend_for(spec_string, spec.runtime)
     samples = load_samples(lake, fingerprint)
-    requests = [GenerationRequest(sample=s, prompt=render_prompt(spec.adapter, s)) for s in samples]
-    rows = []
-    t0 = time.perf_counter()
-    for request, result in zip(
-        requests,
-        tqdm(backend.generate(requests, spec.generation), total=len(requests), desc=f"generate {model}", leave=False),
-    ):
-        rows.append(
-            {
-                "model": model,
-                "fingerprint": fingerprint,
-                "dataset": dataset,
-                "sample_id": result.sample_id,
-                "output": result.output,
-                "status": result.status,
-                "error": result.error,
-                "backend": backend.kind,
-                "prompt": request.prompt,
-                "latency_s": result.latency_s,
-                "tokens_in": result.tokens_in,
-                "tokens_out": result.tokens_out,
-                "run_id": context.run_id,
-                "created_at": utcnow(),
-            }
-        )
-    wall = time.perf_counter() - t0
-    version = lake.replace("generations", rows, {"model": model, "fingerprint": fingerprint})
-    n_err = sum(r["status"] == "error" for r in rows)
+    adapter = make_adapter(spec.adapter, samples)
+    requests, failed = [], []
+    for sample in samples:
+        try:
+            requests.append(adapter.request(sample))
+        except AdapterError as exc:  # this sample does not fit the adapter: an error row, the run goes on
+            failed.append((GenerationRequest(sample=sample, prompt=""), GenerationResult(sample.sample_id, None, "error", str(exc))))
+    plan = plan_generation(lake, model, fingerprint, spec_string, backend.kind, requests, config.regenerate, config.retry_errors)
+    live = backend.kind in LIVE_BACKENDS
+    batch_size = max(1, int(spec.runtime.get("write_batch_size", 16))) if live else max(1, len(requests))
+
+    def row(request: GenerationRequest, result: GenerationResult) -> dict:
+        return {
+            "model": model, "fingerprint": fingerprint, "dataset": dataset, "sample_id": result.sample_id,
+            "output": result.output, "status": result.status, "error": result.error, "backend": backend.kind,
+            "prompt": request.prompt, "latency_s": result.latency_s, "tokens_in": result.tokens_in,
+            "tokens_out": result.tokens_out, "run_id": context.run_id, "created_at": utcnow(),
+        }
+
+    if plan.reused:
+        lake.append("generations", [{**r, "fingerprint": fingerprint} for r in plan.reused.values()])
+        if plan.reused_tokens:
+            lake.append("token_logprobs", plan.reused_tokens)
+    generated: list[GenerationResult] = []
+    generate_s = 0.0
+    pending: list[tuple[GenerationRequest, GenerationResult]] = list(failed)
+    loglik = [r for r in plan.todo if r.continuations]
+    gen = [r for r in plan.todo if not r.continuations]
+    with tqdm(total=len(plan.todo), desc=f"generate {model}", leave=False) as bar:
+        for group, scoring in ((gen, False), (loglik, True)):
+            for start in range(0, len(group), batch_size):
+                batch = group[start : start + batch_size]
+                t0 = time.perf_counter()
+                results = backend.loglikelihood(batch, spec.generation) if scoring else list(backend.generate(batch, spec.generation))
+                generate_s += time.perf_counter() - t0
+                for request, result in zip(batch, results):
+                    result = adapter.finalize(request, result)
+                    generated.append(result)
+                    pending.append((request, result))
+                    bar.update(1)
+                if live:  # persist every batch: a killed run loses at most this one
+                    _write(lake, pending, row, model, fingerprint, context.run_id)
+                    pending = []
+    rows_now = [row(q, r) for q, r in pending]
+    if live:
+        _write(lake, pending, row, model, fingerprint, context.run_id)
+        version, n_rows = compact_partition(lake, model, fingerprint)
+    else:
+        version = lake.replace("generations", rows_now, {"model": model, "fingerprint": fingerprint})
+        n_rows = len(rows_now)
+    stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["status"])
+    n_err = int((stored["status"] == "error").sum()) if stored.height else 0
     identity = backend.identity()
+    wall = time.perf_counter() - t_start
+    price = price_for(load_prices(spec.runtime), model, getattr(backend, "model", None), spec_string)
+    perf = performance(generated, generate_s, wall, identity, price)
+    resume = {"kept": len(plan.kept), "reused": len(plan.reused), "reused_from": plan.reused_from,
+              "generated": len(generated), "stale_model_spec": plan.stale}
     record_run(
-        lake, context, asset="generations", table="generations", version=version, rows=len(rows), started_at=started,
+        lake, context, asset="generations", table="generations", version=version, rows=n_rows, started_at=started,
         model=model, fingerprint=fingerprint, dataset=dataset,
         provenance={"model_spec": backend.spec, "model_identity": identity, "generation": spec.generation, "wall_s": wall,
-                    "samples_version": lake.version("samples")},
+                    "samples_version": lake.version("samples"), "performance": perf, "resume": resume,
+                    "adapter": spec.adapter},
     )
+    cost = perf["cost"]
     return dg.MaterializeResult(
         metadata={
             "fingerprint": fingerprint,
             "model": model,
             "backend": backend.kind,
             "model_identity": dg.MetadataValue.json(identity),
-            "dagster/row_count": len(rows),
-            "n_ok": len(rows) - n_err,
+            "dagster/row_count": n_rows,
+            "n_ok": n_rows - n_err,
             "n_error": n_err,
+            "n_generated": len(generated),
+            "n_kept": len(plan.kept),
+            "n_reused": len(plan.reused),
             "wall_s": round(wall, 3),
+            "tokens_in": perf["tokens_in"],
+            "tokens_out": perf["tokens_out"],
+            "tokens_per_s": round(perf["tokens_per_s"], 2) if perf["tokens_per_s"] else 0.0,
+            "latency_mean_s": round(perf["latency_s"]["mean"], 4) if perf["latency_s"]["mean"] is not None else 0.0,
+            "latency_p95_s": round(perf["latency_s"]["p95"], 4) if perf["latency_s"]["p95"] is not None else 0.0,
+            "model_parameters": perf["model_parameters"] or 0,
+            "cost": round(cost["total"], 6) if cost else 0.0,
+            "cost_currency": cost["currency"] if cost else "no price table",
+            "performance": dg.MetadataValue.json(perf),
             "delta_version": version,
         }
     )
+
+
+def _write(lake: LakeStore, pending: list, row, model: str, fingerprint: str, run_id: str) -> None:
+    """Append one batch of generation rows and their token log-probabilities."""
+    if not pending:
+        return
+    lake.append("generations", [row(q, r) for q, r in pending])
+    tokens = []
+    for _, result in pending:
+        records = result.extra.get("token_logprobs")
+        if result.status == "ok" and records:
+            tokens.extend(table_rows(records, model=model, fingerprint=fingerprint, sample_id=result.sample_id, run_id=run_id))
+    if tokens:
+        lake.append("token_logprobs", tokens)

@@ -21,6 +21,7 @@ from pipelines.partitions import model_fingerprint_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.judges import judge_session, merged_params
 from resources.lake import LakeStore
+from resources.metric_inputs import MetricInputs
 
 SCORES_COLUMNS = [
     ("model", "model partition key"),
@@ -64,16 +65,18 @@ def score_partition(
         raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")
     outputs_by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
     outputs = [outputs_by_id.get(s.sample_id) for s in samples]
+    metric_inputs = MetricInputs(lake, model, fingerprint, samples, outputs)
     selected = list(metrics) if metrics else list(spec.metrics)
     names = [REGISTRY.resolve(m) for m in selected]  # fail fast on unknown names, before any work
     rows: list[dict[str, Any]] = []
     emitted: list[str] = []
     with judge_session(lake):  # judged metrics read/write the lake's judge_cache (issue 4)
         for name in names:
-            metric = REGISTRY.create(name, **merged_params(spec.metric_params, name, params))
+            # annotation values / token log-probabilities where the metric asks for them (issue 7)
+            metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, params))
             emitted.extend(metric.emitted())
             with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
-                rows.extend(score_rows(metric, samples, outputs, progress=bar.update))
+                rows.extend(score_rows(metric, metric_samples, metric_outputs, progress=bar.update))
     # human ratings rate the dataset's own output: they are scores only of a model whose
     # outputs are that output (precomputed:column=...), never of a live or heuristic model (issue 8)
     if not metrics and model_spec(lake, model, fingerprint).startswith("precomputed:column="):
@@ -115,7 +118,7 @@ def score_metadata(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 @dg.asset(
     partitions_def=model_fingerprint_partitions,
-    deps=["generations"],
+    deps=["generations", "annotations"],
     group_name="evaluation",
     kinds={"delta"},
     pool="delta_scores",

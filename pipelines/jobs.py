@@ -6,7 +6,7 @@ from pipelines.partitions import fingerprint_partitions, model_fingerprint_parti
 
 evaluation_job = dg.define_asset_job(
     "evaluation_job",
-    selection=dg.AssetSelection.assets("generations", "scores"),
+    selection=dg.AssetSelection.assets("generations", "annotations", "scores"),
     partitions_def=model_fingerprint_partitions,
     description="Generate (or read precomputed) outputs and score them for one model x fingerprint partition.",
 )

@@ -79,7 +79,7 @@ def materialize_model(
     generate: bool = True, params: list[str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one partition."""
-    selection = ["generations", "scores"] if generate else ["scores"]
+    selection = ["generations", "annotations", "scores"] if generate else ["scores"]
     run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": list(params or [])}}}}
     return _materialize(selection, partition_key(model, fingerprint), lake, instance, run_config)
 
@@ -128,6 +128,7 @@ def rescore(
     or skipped.
     """
     from metric_ops.registry import REGISTRY
+    from resources.metric_inputs import build_metric
     from resources.judges import merged_params
 
     names = [REGISTRY.resolve(m) for m in metrics]
@@ -137,7 +138,7 @@ def rescore(
         spec = evaluation_spec(lake, fp)
         todo = []
         for name in names:
-            signature = REGISTRY.create(name, **merged_params(spec.metric_params, name, params)).signature()
+            signature = build_metric(name, merged_params(spec.metric_params, name, params))[0].signature()  # use_annotation aware
             have = existing is not None and existing.filter(
                 (pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("signature") == signature)
             ).height > 0

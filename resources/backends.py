@@ -46,11 +46,22 @@ class GenerationRequest:
     sample: Sample
     prompt: str
     messages: list[dict[str, str]] | None = None
+    # multiple-choice adapters in log-likelihood mode: score each continuation after
+    # ``prompt`` instead of generating (see resources/adapters.py); labels name them
+    continuations: list[str] | None = None
+    labels: list[str] | None = None
 
 
 @dataclass
 class GenerationResult:
-    """A model's answer to one request; ``output`` is None when ``status == "error"``."""
+    """A model's answer to one request; ``output`` is None when ``status == "error"``.
+
+    ``extra`` may hold ``token_logprobs``: a list with one dict per generated token,
+    ``{"token": str, "logprob": float (natural log), "char_start": int, "char_end": int
+    (offsets into ``output``), "top_logprobs": [{"token": str, "logprob": float}, ...]}``
+    (written to the ``token_logprobs`` table), and ``choice_logprobs`` for
+    multiple-choice log-likelihood requests.
+    """
 
     sample_id: str
     output: str | None
@@ -68,8 +79,9 @@ class ModelBackend(abc.ABC):
     kind: ClassVar[str]
     locality: ClassVar[str] = "local"
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
+        self.runtime: dict[str, Any] = dict(runtime or {})
 
     @abc.abstractmethod
     def identity(self) -> dict[str, Any]:
@@ -78,6 +90,17 @@ class ModelBackend(abc.ABC):
     @abc.abstractmethod
     def generate(self, requests: Iterable[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[GenerationResult]:
         """One result per request, in order. Per-request failures are results with status ``error``."""
+
+    def loglikelihood(self, requests: list[GenerationRequest], settings: Mapping[str, Any]) -> list[GenerationResult]:
+        """Score each request's ``continuations`` after its prompt (multiple choice).
+
+        Backends that can return prompt log-probabilities override this; the default
+        raises :class:`BackendError` naming the backends that can.
+        """
+        raise BackendError(
+            f"the {self.kind} backend cannot score continuations (multiple_choice mode: loglikelihood); "
+            "use hf:, vllm: or an api: server with /v1/completions echo+logprobs, or mode: joint"
+        )
 
 
 class PrecomputedBackend(ModelBackend):
@@ -91,8 +114,8 @@ class PrecomputedBackend(ModelBackend):
 
     kind = "precomputed"
 
-    def __init__(self, spec: str) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
+        super().__init__(spec, runtime)
         target = spec.split(":", 1)[1]
         self.column: str | None = None
         self.path: Path | None = None
@@ -174,12 +197,13 @@ class ModelBackends(dg.ConfigurableResource):
     Live backends register themselves in :data:`BACKENDS` (``hf``, ``vllm``, ``api``).
     """
 
-    def backend_for(self, spec: str) -> ModelBackend:
-        """The backend for ``spec``; raises :class:`ModelSpecError` / :class:`BackendError`."""
+    def backend_for(self, spec: str, runtime: Mapping[str, Any] | None = None) -> ModelBackend:
+        """The backend for ``spec`` with the evaluation's ``runtime`` options (batch size,
+        concurrency, key variable name, ...); raises :class:`ModelSpecError` / :class:`BackendError`."""
         kind, _ = parse_model_spec(spec)
         if kind not in BACKENDS:
             raise BackendError(f"the {PLANNED[kind]} backend ({kind}:) is not available in this installation")
-        return BACKENDS[kind](spec)
+        return BACKENDS[kind](spec, runtime)
 
 
 def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
@@ -195,5 +219,9 @@ def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
         raise ValueError(f"prompt template uses unknown placeholder {exc}; known: {{input}}, {{context}}, {{references}}") from None
 
 
+# live backends (issue 7) register themselves in BACKENDS: hf, vllm (imported lazily), api
+from resources import backend_hf as _backend_hf  # noqa: E402,F401
+from resources import backend_api as _backend_api  # noqa: E402,F401
+from resources import backend_vllm as _backend_vllm  # noqa: E402,F401
 # heuristic reference systems for comparisons (issue 8): heuristic:lead-3, heuristic:copy-input
 from resources import heuristics as _heuristics  # noqa: E402,F401

@@ -74,6 +74,9 @@ class EvaluationSpec:
     generation: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_GENERATION))
     annotators: list[dict[str, Any]] = field(default_factory=list)
     metric_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # how generation runs, not what it produces (batch size, concurrency, prices, key env
+    # var name, ...): NOT in the fingerprint; see docs/backends.md
+    runtime: dict[str, Any] = field(default_factory=dict)
     # the model the regression alert compares every other model against (issue 8);
     # not in the fingerprint
     baseline: str | None = None
@@ -83,7 +86,7 @@ class EvaluationSpec:
         """Validate and build a spec; raises :class:`SpecError` naming the problem."""
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
-        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "baseline"}
+        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -112,6 +115,7 @@ class EvaluationSpec:
             generation=generation,
             annotators=[dict(a) for a in data.get("annotators") or []],
             metric_params={str(k): dict(v) for k, v in (data.get("metric_params") or {}).items()},
+            runtime=_checked_runtime(data.get("runtime"), where),
             baseline=_checked_baseline(data.get("baseline"), models, where),
         )
 
@@ -148,6 +152,7 @@ class EvaluationSpec:
             "generation": self.generation,
             "annotators": self.annotators,
             "metric_params": self.metric_params,
+            "runtime": self.runtime,
             **({"baseline": self.baseline} if self.baseline is not None else {}),
         }
 
@@ -157,12 +162,18 @@ class EvaluationSpec:
 
     def fingerprint_inputs(self, dataset_hash: str) -> dict[str, Any]:
         """Everything that defines this evaluation besides the model (DESIGN.md)."""
-        return {
+        inputs = {
             "dataset_content_sha256": dataset_hash,
             "adapter": self.adapter,
             "generation": self.generation,
             "annotators": self.annotators,
         }
+        from resources.adapters import adapter_fingerprint_inputs  # few-shot pool content hash, adapter version
+        from resources.annotators import make_annotators
+
+        make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
+        inputs.update(adapter_fingerprint_inputs(self.adapter))
+        return inputs
 
 
 def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str | None:
@@ -173,6 +184,22 @@ def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str 
         raise SpecError(f"{where}: baseline {value!r} is not one of the models ({', '.join(sorted(map(str, models)))}); "
                         "name the model the others are compared against, e.g. baseline: " + sorted(map(str, models))[0])
     return str(value)
+
+
+def _checked_runtime(value: Any, where: str) -> dict[str, Any]:
+    """The ``runtime`` mapping; refuses anything that looks like a secret (keys come from
+    the environment: name the variable with ``api_key_env``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where}: runtime must be a mapping, e.g. {{batch_size: 8, concurrency: 4}}")
+    for key in value:
+        if re.search(r"(^|_)(api_key|key|token|secret|password)$", str(key)) and str(key) != "api_key_env":
+            raise SpecError(
+                f"{where}: runtime.{key} looks like a secret; never put a key in a spec. Set it in the "
+                "environment and name the variable with runtime.api_key_env (e.g. api_key_env: GROQ_API_KEY)"
+            )
+    return dict(value)
 
 
 @dataclass

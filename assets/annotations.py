@@ -1,0 +1,85 @@
+"""The ``annotations`` asset: values extracted from raw outputs, one row per sample x annotator.
+
+Annotators (resources/annotators.py) never alter the stored output; metrics score an
+annotation's value with ``metric_params: {METRIC: {use_annotation: NAME}}``.
+"""
+
+
+import dagster as dg
+
+from assets.common import load_samples, markdown_table, partition_parts, record_run
+from pipelines.partitions import model_fingerprint_partitions
+from resources.annotators import make_annotators, run_annotators
+from resources.backends import ModelBackends
+from resources.catalog import evaluation_row, evaluation_spec, utcnow
+from resources.generation_run import latest_rows
+from resources.lake import LakeStore
+
+ANNOTATIONS_COLUMNS = [
+    ("model", "model partition key"),
+    ("fingerprint", "configuration fingerprint"),
+    ("sample_id", "sample id"),
+    ("annotator", "annotator name"),
+    ("kind", "regex / strip_reasoning / model"),
+    ("value", "extracted value (null when nothing was extracted)"),
+    ("matched", "whether the annotator found what it looks for"),
+    ("span", "raw text span the value came from"),
+    ("span_start", "span start offset in the annotated text"),
+    ("span_end", "span end offset in the annotated text"),
+    ("error", "why no value could be extracted"),
+    ("signature", "annotator kind, version and settings"),
+]
+
+
+@dg.asset(
+    partitions_def=model_fingerprint_partitions,
+    deps=["generations"],
+    group_name="evaluation",
+    kinds={"delta"},
+    pool="delta_annotations",
+    metadata={
+        "delta_table": "annotations",
+        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in ANNOTATIONS_COLUMNS]),
+    },
+)
+def annotations(context: dg.AssetExecutionContext, lake: LakeStore, backends: ModelBackends) -> dg.MaterializeResult:
+    """Extracted answers per sample x annotator (value, matched, raw span), partitioned by model x fingerprint."""
+    started = utcnow()
+    model, fingerprint = partition_parts(context)
+    spec = evaluation_spec(lake, fingerprint)
+    dataset = evaluation_row(lake, fingerprint)["dataset"]
+    annotators = make_annotators(spec.annotators, backend_factory=lambda s: backends.backend_for(s, spec.runtime))
+    samples = load_samples(lake, fingerprint)
+    gens = latest_rows(lake.read("generations", where={"model": model, "fingerprint": fingerprint}))
+    outputs_by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
+    outputs = [outputs_by_id.get(s.sample_id) for s in samples]
+    results = run_annotators(annotators, samples, outputs) if annotators else {}
+    now = utcnow()
+    rows = []
+    for annotator in annotators:
+        signature = annotator.signature()
+        for sample, a in zip(samples, results[annotator.name]):
+            rows.append(
+                {"model": model, "fingerprint": fingerprint, "dataset": dataset, "sample_id": sample.sample_id,
+                 "annotator": annotator.name, "kind": annotator.kind, "value": a.value, "matched": a.matched, "span": a.span,
+                 "span_start": a.span_start, "span_end": a.span_end, "error": a.error, "signature": signature,
+                 "run_id": context.run_id, "created_at": now}
+            )
+    version = lake.replace("annotations", rows, {"model": model, "fingerprint": fingerprint})
+    record_run(
+        lake, context, asset="annotations", table="annotations", version=version, rows=len(rows), started_at=started,
+        model=model, fingerprint=fingerprint, dataset=dataset,
+        provenance={"annotators": spec.annotators, "signatures": {a.name: a.signature() for a in annotators},
+                    "read": {"generations": lake.version("generations")}},
+    )
+    import polars as pl
+
+    per = (
+        pl.DataFrame(rows).group_by("annotator").agg(pl.col("matched").sum().alias("n_matched"), pl.len().alias("n_total")).sort("annotator")
+        if rows else pl.DataFrame()
+    )
+    return dg.MaterializeResult(
+        metadata={"fingerprint": fingerprint, "model": model, "dagster/row_count": len(rows), "delta_version": version,
+                  "annotators": ", ".join(a.name for a in annotators) or "none",
+                  "per_annotator": dg.MetadataValue.md(markdown_table(per))}
+    )
