@@ -4,19 +4,34 @@ Every call to an external service (an API model backend, a remote judge, a model
 anonymiser) goes through :func:`chat_completion` / :func:`completion` here. This module:
 
 1. refuses in offline mode (``FACETLAKE_OFFLINE=1``) before any connection is opened;
-2. anonymises every outgoing text when anonymisation is on (privacy issue);
-3. appends one row per call to the outbound ledger (privacy issue);
-4. calls the ``openai`` client it is given (its own retries apply).
+2. anonymises every outgoing text when anonymisation is on: the session's anonymiser
+   (:func:`session`, installed by the assets from the run's privacy policy) or, with no
+   session, the strategy an administrator forces with ``FACETLAKE_ANONYMISE_FORCE``. All
+   messages of one call, and every call about the same sample within a session, share one
+   placeholder map, so ``[PERSON_1]`` means the same person throughout. An anonymiser
+   failure stops the call (fail closed);
+3. appends one row per call to the outbound ledger (time, host, model, purpose, sample
+   id, SHA-256 of the text sent, whether it was anonymised, entity counts; never the text
+   or the key);
+4. calls the ``openai`` client it is given (its own retries apply) and scrubs the
+   client's key from any exception it raises.
 
-The interface is stable; the anonymiser and the ledger plug in behind it.
+The interface (``chat_completion(client, ctx, messages=...)``,
+``completion(client, ctx, prompt=...)``) is stable.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import hashlib
 import os
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
+
+from resources.keys import redact_exception, register_secret
 
 
 class OfflineModeError(RuntimeError):
@@ -26,6 +41,16 @@ class OfflineModeError(RuntimeError):
 def offline_mode() -> bool:
     """True when ``FACETLAKE_OFFLINE`` is 1/true/yes."""
     return os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes")
+
+
+def refuse_if_offline(kind: str, name: str, locality: str) -> None:
+    """Raise :class:`OfflineModeError` naming ``kind`` ``name`` when it is ``external`` and
+    offline mode is on (call before building any client: nothing is opened)."""
+    if locality == "external" and offline_mode():
+        raise OfflineModeError(
+            f"offline mode is on (FACETLAKE_OFFLINE): the {kind} {name!r} is external and was not run; "
+            "unset FACETLAKE_OFFLINE (or drop --offline) or use a local one"
+        )
 
 
 @dataclass
@@ -38,17 +63,57 @@ class CallContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# Hooks the privacy layer installs: text -> (text_to_send, entity_counts); and a ledger writer.
+# A plain anonymiser hook: text -> (text_to_send, entity_counts). An
+# ``resources.anonymise.Anonymiser`` object is also accepted (consistent placeholders).
 Anonymiser = Callable[[str], tuple[str, dict[str, int]]]
-_anonymiser: Anonymiser | None = None
-_ledger_writer: Callable[[dict[str, Any]], None] | None = None
 
 
-def install(anonymiser: Anonymiser | None = None, ledger_writer: Callable[[dict[str, Any]], None] | None = None) -> None:
-    """Install (or clear with None) the anonymiser and the ledger writer."""
-    global _anonymiser, _ledger_writer
-    _anonymiser = anonymiser
-    _ledger_writer = ledger_writer
+@dataclass
+class _State:
+    anonymiser: Any = None
+    ledger_writer: Callable[[dict[str, Any]], None] | None = None
+    strategy: str | None = None
+    mappings: dict[str, Any] = field(default_factory=dict)
+
+
+_state = _State()
+_lock = threading.RLock()
+_forced_cache: dict[str, Any] = {}
+
+
+def install(anonymiser: Any = None, ledger_writer: Callable[[dict[str, Any]], None] | None = None, strategy: str | None = None) -> None:
+    """Install (or clear with None) the anonymiser and the ledger writer process-wide."""
+    global _state
+    with _lock:
+        _state = _State(anonymiser, ledger_writer, strategy or (getattr(anonymiser, "strategy", None) if anonymiser else None))
+
+
+@contextlib.contextmanager
+def session(anonymiser: Any = None, ledger_writer: Callable[[dict[str, Any]], None] | None = None, strategy: str | None = None) -> Iterator[None]:
+    """Install hooks for the duration of a ``with`` block (e.g. one asset materialisation),
+    restoring the previous ones after. Process-wide, so worker threads see them too."""
+    global _state
+    with _lock:
+        previous = _state
+    install(anonymiser, ledger_writer, strategy)
+    try:
+        yield
+    finally:
+        with _lock:
+            _state = previous
+
+
+def forced_anonymiser() -> Any:
+    """The anonymiser an administrator forces with ``FACETLAKE_ANONYMISE_FORCE`` (None when unset)."""
+    from resources.privacy import forced_policy
+
+    policy = forced_policy()
+    if not policy.active:
+        return None
+    with _lock:
+        if policy.label not in _forced_cache:
+            _forced_cache[policy.label] = policy.anonymiser()
+        return _forced_cache[policy.label]
 
 
 def _guard(base_url: str, ctx: CallContext) -> str:
@@ -61,44 +126,86 @@ def _guard(base_url: str, ctx: CallContext) -> str:
     return host
 
 
-def _scrub(text: str) -> tuple[str, dict[str, int], bool]:
-    if _anonymiser is None:
-        return text, {}, False
-    sent, counts = _anonymiser(text)
-    return sent, counts, True
+def _current(anonymise: bool | None) -> tuple[Any, str | None, _State]:
+    with _lock:
+        state = _state
+    if anonymise is False:
+        return None, None, state
+    anonymiser = state.anonymiser
+    strategy = state.strategy
+    if anonymiser is None:
+        anonymiser = forced_anonymiser()
+        strategy = getattr(anonymiser, "strategy", None) if anonymiser is not None else None
+    return anonymiser, strategy, state
 
 
-def _ledger(host: str, ctx: CallContext, texts: list[str], anonymised: bool, counts: dict[str, int]) -> None:
-    if _ledger_writer is None:
+def _scrub_texts(texts: list[str], ctx: CallContext, anonymise: bool | None) -> tuple[list[str], dict[str, int], bool, str | None, _State]:
+    anonymiser, strategy, state = _current(anonymise)
+    if anonymiser is None:
+        return texts, {}, False, None, state
+    if hasattr(anonymiser, "anonymise_many"):
+        mapping = state.mappings.get(ctx.sample_id) if ctx.sample_id else None
+        sent, counts, mapping = anonymiser.anonymise_many(texts, mapping)
+        if ctx.sample_id:
+            state.mappings[ctx.sample_id] = mapping
+        return sent, counts, True, strategy, state
+    sent, counts = [], {}
+    for text in texts:
+        out, c = anonymiser(text)
+        sent.append(out)
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+    return sent, counts, True, strategy, state
+
+
+def text_sha256(texts: list[str]) -> str:
+    """SHA-256 of the texts sent (joined by the ASCII record separator), as in the ledger."""
+    return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
+
+
+def _ledger(state: _State, host: str, ctx: CallContext, texts: list[str], anonymised: bool, strategy: str | None, counts: dict[str, int]) -> None:
+    if state.ledger_writer is None:
         return
-    import hashlib
-
-    digest = hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
-    _ledger_writer(
-        {"host": host, "model": ctx.model, "purpose": ctx.purpose, "sample_id": ctx.sample_id,
-         "text_sha256": digest, "anonymised": anonymised, "entity_counts": counts}
+    state.ledger_writer(
+        {"called_at": dt.datetime.now(dt.timezone.utc), "host": host, "model": ctx.model, "purpose": ctx.purpose,
+         "sample_id": ctx.sample_id, "text_sha256": text_sha256(texts), "n_chars": sum(len(t) for t in texts),
+         "anonymised": anonymised, "strategy": strategy if anonymised else None, "entity_counts": dict(sorted(counts.items()))}
     )
 
 
-def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+def _call(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    try:
+        return fn(**kwargs)
+    except Exception as exc:
+        raise redact_exception(exc)
+
+
+def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, Any]], anonymise: bool | None = None, **kwargs: Any) -> Any:
     """``client.chat.completions.create(messages=..., **kwargs)`` through the guard, the
-    anonymiser and the ledger. ``client`` is an ``openai.OpenAI`` instance."""
+    anonymiser and the ledger. ``client`` is an ``openai.OpenAI`` instance.
+
+    ``anonymise``: None = the session's setting; False = send as is (only the model-based
+    anonymiser itself uses this). Raises :class:`OfflineModeError` before anything is
+    opened in offline mode, ``resources.anonymise.AnonymisationError`` when anonymisation
+    fails (nothing is sent), else whatever the client raises (key scrubbed).
+    """
     host = _guard(str(client.base_url), ctx)
-    sent_messages, all_counts, anonymised = [], {}, False
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            content, counts, anonymised = _scrub(content)
-            for k, v in counts.items():
-                all_counts[k] = all_counts.get(k, 0) + v
-        sent_messages.append({**message, "content": content})
-    _ledger(host, ctx, [str(m.get("content")) for m in sent_messages], anonymised, all_counts)
-    return client.chat.completions.create(messages=sent_messages, model=kwargs.pop("model", ctx.model), **kwargs)
+    register_secret(getattr(client, "api_key", None))
+    positions = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str)]
+    texts = [messages[i]["content"] for i in positions]
+    sent, counts, anonymised, strategy, state = _scrub_texts(texts, ctx, anonymise)
+    sent_messages = [dict(m) for m in messages]
+    for i, text in zip(positions, sent):
+        sent_messages[i]["content"] = text
+    _ledger(state, host, ctx, [str(m.get("content")) for m in sent_messages], anonymised, strategy, counts)
+    return _call(client.chat.completions.create, messages=sent_messages, model=kwargs.pop("model", ctx.model), **kwargs)
 
 
-def completion(client: Any, ctx: CallContext, *, prompt: str, **kwargs: Any) -> Any:
-    """``client.completions.create(prompt=..., **kwargs)`` through the guard, anonymiser and ledger."""
+def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | None = None, **kwargs: Any) -> Any:
+    """``client.completions.create(prompt=..., **kwargs)`` through the guard, anonymiser and ledger
+    (same errors as :func:`chat_completion`)."""
     host = _guard(str(client.base_url), ctx)
-    sent, counts, anonymised = _scrub(prompt)
-    _ledger(host, ctx, [sent], anonymised, counts)
-    return client.completions.create(prompt=sent, model=kwargs.pop("model", ctx.model), **kwargs)
+    register_secret(getattr(client, "api_key", None))
+    sent, counts, anonymised, strategy, state = _scrub_texts([prompt], ctx, anonymise)
+    _ledger(state, host, ctx, sent, anonymised, strategy, counts)
+    return _call(client.completions.create, prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs)

@@ -1,0 +1,167 @@
+"""Audit and privacy commands: ``export``, ``verify``, ``profiles``, ``anonymise``, and the
+``run`` options ``--offline``, ``--anonymise``, ``--profile`` (resolved here).
+
+Registered on the main ``facetlake`` app by the import at the bottom of pipelines/cli.py.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pipelines.cli import LakeOption, _fail, _lake, _print_frame, app, console, err
+
+
+class EvidenceFormat(str, Enum):
+    json = "json"
+    csv = "csv"
+
+
+def _show_warnings(caught: list[warnings.WarningMessage]) -> None:
+    for w in caught:
+        err.print(f"[yellow]warning:[/] {w.message}")
+
+
+def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] = None, profile: Optional[str] = None):
+    """The evaluation spec of ``facetlake run`` with its command-line options applied.
+
+    ``offline`` sets ``FACETLAKE_OFFLINE=1`` for this process and lists what will be
+    refused; ``anonymise`` replaces the spec's ``privacy.anonymise``; ``profile`` adds the
+    profile's metrics (warning for a dimension with fewer than two). Bad input exits with
+    a message naming it.
+    """
+    from metric_ops.registry import REGISTRY
+    from resources.backends import BACKENDS, parse_model_spec
+    from resources.evaluation import EvaluationSpec, SpecError
+    from resources.privacy import PrivacyConfigError, resolve_policy, validate_privacy
+    from resources.profiles import ProfileError, profile_metrics
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            spec = EvaluationSpec.from_yaml(config)
+            if anonymise is not None:
+                spec.privacy = validate_privacy({**spec.privacy, "anonymise": anonymise}, "--anonymise")
+            if profile:
+                spec.metrics = profile_metrics(profile, spec.metrics, spec.metric_params, where="--profile")
+                spec.profile = profile
+            policy = resolve_policy(spec.privacy)
+        except (SpecError, PrivacyConfigError, ProfileError) as exc:
+            _fail(str(exc))
+    _show_warnings(caught)
+    if policy.active:
+        console.print(f"outbound anonymisation: {policy.label}" + (f" (forced by administrator: {','.join(policy.forced)})" if policy.forced else ""))
+    if offline:
+        os.environ["FACETLAKE_OFFLINE"] = "1"
+    if offline or os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
+        refused = []
+        for slug, model_spec in spec.models.items():
+            kind, _ = parse_model_spec(model_spec)
+            if kind in BACKENDS and BACKENDS[kind].locality == "external":
+                refused.append(f"backend {slug} ({kind})")
+        for name in spec.metrics:
+            if name in REGISTRY:
+                try:
+                    metric = REGISTRY.create(name, **spec.metric_params.get(name, {}))
+                except Exception:  # noqa: BLE001 - the scores asset reports a bad metric config
+                    continue
+                if metric.locality == "external":
+                    refused.append(f"metric {name}")
+        console.print("offline mode: external metrics and backends are refused before any connection"
+                      + (f"; refused here: {', '.join(refused)}" if refused else "; everything in this run is local"))
+    return spec
+
+
+def after_run(spec, lake) -> None:
+    """Show the profile's output form after ``facetlake run`` (nothing without a profile)."""
+    from resources.catalog import find_evaluation
+    from resources.profiles import load_profile, profile_view
+
+    if not spec.profile:
+        return
+    row = find_evaluation(lake, spec.name)
+    if row is None:
+        return
+    prof = load_profile(spec.profile)
+    _print_frame(profile_view(lake, [row["fingerprint"]], prof), title=f"{prof.title}: {prof.form}")
+    if prof.form == "evidence":
+        console.print(f"evidence export: facetlake export --fingerprint {row['fingerprint'][:12]} --out evidence-{spec.name}")
+
+
+@app.command()
+def export(
+    fingerprint: str = typer.Option(..., "--fingerprint", help="Fingerprint (64 hex or a unique prefix) to export."),
+    out: Path = typer.Option(..., "--out", help="New or empty folder for the evidence."),
+    format: EvidenceFormat = typer.Option(EvidenceFormat.json, "--format", help="json (JSON lines) or csv (opens in a spreadsheet)."),
+    include_samples: bool = typer.Option(False, "--include-samples", help="Also export the samples (raw dataset text) so the dataset hash can be rechecked."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Write a portable audit artifact: scores with status, metric signatures, judge reasoning,
+    model identities, fingerprint inputs, package versions, the outbound ledger and a SHA-256 manifest."""
+    from resources.catalog import CatalogError
+    from resources.evidence import EvidenceError, export_evidence
+
+    store = _lake(lake)
+    if not store.exists("evaluations"):
+        _fail(f"no evaluations under {store.root}; run `facetlake run CONFIG` first or pass --lake")
+    try:
+        manifest = export_evidence(store, fingerprint, out, format.value, include_samples)
+    except (CatalogError, EvidenceError) as exc:
+        _fail(str(exc))
+    console.print(f"evidence for fingerprint {manifest['fingerprint']} written to {out} ({len(manifest['files'])} files + MANIFEST.json)")
+    console.print(f"check it with: facetlake verify {out}")
+
+
+@app.command()
+def verify(folder: Path = typer.Argument(..., exists=True, file_okay=False, help="An evidence folder written by `facetlake export`.")) -> None:
+    """Recompute every file's SHA-256 and the fingerprint from the artifact alone; exit 1 unless intact."""
+    from resources.evidence import verify_evidence
+
+    report = verify_evidence(folder)
+    if report.ok:
+        console.print(f"[bold green]intact[/]: {report.files_checked} files match the manifest; fingerprint {report.fingerprint} recomputed from its inputs")
+        console.print(f"MANIFEST.json SHA-256 {report.manifest_sha256} (record it to detect a rewritten manifest)")
+        return
+    for problem in report.problems:
+        err.print(f"[bold red]problem:[/] {problem}")
+    err.print(f"[bold red]NOT intact[/]: {len(report.problems)} problem(s) in {folder}")
+    raise typer.Exit(code=1)
+
+
+@app.command()
+def profiles() -> None:
+    """List practitioner profiles (shipped and from $FACETLAKE_PROFILES): dimensions, metrics, output form."""
+    import polars as pl
+
+    from resources.profiles import list_profiles
+
+    rows = [{"profile": p.name, "dimensions": ", ".join(p.dimensions), "metrics": ", ".join(p.metrics),
+             "judged (with a judge)": ", ".join(p.judged_metrics), "output": p.form, "file": p.source}
+            for p in list_profiles().values()]
+    _print_frame(pl.DataFrame(rows), title="practitioner profiles")
+
+
+@app.command()
+def anonymise(
+    text: str = typer.Argument(..., help="Text to anonymise (nothing is sent anywhere unless the strategy is model)."),
+    strategy: str = typer.Option("rule_based", "--strategy", help="rule_based, presidio, model or a comma list."),
+) -> None:
+    """Show what the outbound path would send for TEXT under a strategy, with entity counts."""
+    from resources.anonymise import AnonymisationError
+    from resources.privacy import PrivacyConfigError, resolve_policy
+
+    try:
+        policy = resolve_policy({"anonymise": strategy})
+        result = policy.anonymiser().anonymise(text) if policy.active else None
+    except (PrivacyConfigError, AnonymisationError, ValueError) as exc:
+        _fail(str(exc))
+    if result is None:
+        console.print(text)
+        return
+    console.print(result.text, markup=False, highlight=False)
+    console.print(f"[dim]{policy.label}: " + ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())) + "[/]")

@@ -1,0 +1,271 @@
+"""The run's privacy policy, the outbound ledger writer, and the session the assets open.
+
+Per-run policy: the ``privacy:`` block of an evaluation spec (or ``facetlake run
+--anonymise``)::
+
+    privacy:
+      anonymise: [rule_based]        # off | rule_based | presidio | model, or a list
+      references: true               # also map references (outputs come back with placeholders)
+      entities: [PERSON, EMAIL_ADDRESS]   # default: all types
+      presidio: {spacy_model: en_core_web_lg}
+      model: {base_url: "http://127.0.0.1:8000/v1", model: qwen2.5-7b, api_key_env: NER_KEY}
+
+Deployment-wide policy: an administrator sets ``FACETLAKE_ANONYMISE_FORCE`` (e.g.
+``rule_based`` or ``presidio,rule_based``; for ``model`` also
+``FACETLAKE_ANONYMISE_MODEL=MODEL@BASE_URL`` and optionally
+``FACETLAKE_ANONYMISE_MODEL_KEY_ENV``). A run cannot weaken it: the effective strategies
+are the union of the forced and the requested ones, ``anonymise: off`` is overridden, and
+the run cannot narrow the entity types. The outbound path applies the forced strategy even
+to a call made outside any session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Sequence
+
+from resources.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser
+
+FORCE_ENV = "FACETLAKE_ANONYMISE_FORCE"
+FORCE_MODEL_ENV = "FACETLAKE_ANONYMISE_MODEL"
+FORCE_MODEL_KEY_ENV = "FACETLAKE_ANONYMISE_MODEL_KEY_ENV"
+PRIVACY_KEYS = {"anonymise", "references", "entities", "presidio", "model"}
+
+
+class PrivacyConfigError(ValueError):
+    """A privacy block or the administrator's variables are invalid; the message says how to fix it."""
+
+
+def _strategy_list(value: Any, where: str) -> tuple[str, ...]:
+    if value in (None, False, "", "off", "none", "false"):
+        return ()
+    if value is True:
+        return ("rule_based",)
+    items = [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v).strip() for v in value]
+    items = [v for v in items if v and v not in ("off", "none")]
+    unknown = [v for v in items if v not in STRATEGIES]
+    if unknown:
+        raise PrivacyConfigError(f"{where}: unknown anonymisation strategy {unknown}; use off or any of {', '.join(STRATEGIES)}")
+    return tuple(dict.fromkeys(items))
+
+
+@dataclass(frozen=True)
+class PrivacyPolicy:
+    """Effective anonymisation settings of a run (after the administrator's forcing)."""
+
+    strategies: tuple[str, ...] = ()
+    requested: tuple[str, ...] = ()
+    forced: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ENTITY_TYPES
+    references: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """Whether outbound text is anonymised."""
+        return bool(self.strategies)
+
+    @property
+    def label(self) -> str:
+        """``off`` or ``deterministic+<strategies>``."""
+        return "+".join(["deterministic", *self.strategies]) if self.strategies else "off"
+
+    def anonymiser(self) -> Anonymiser | None:
+        """The configured :class:`~resources.anonymise.Anonymiser` (None when off)."""
+        if not self.active:
+            return None
+        return build_anonymiser(self.strategies, self.entities, self.options)
+
+    def describe(self) -> dict[str, Any]:
+        """For provenance: strategies, requested, forced, entities, references (no endpoints' keys)."""
+        model = dict(self.options.get("model") or {})
+        return {"anonymisation": self.label, "requested": list(self.requested), "forced": list(self.forced),
+                "entities": list(self.entities), "references": self.references,
+                **({"model_anonymiser": {k: model.get(k) for k in ("model", "base_url")}} if "model" in self.strategies else {})}
+
+
+def forced_policy() -> PrivacyPolicy:
+    """The administrator's policy from ``FACETLAKE_ANONYMISE_FORCE`` (inactive when unset)."""
+    forced = _strategy_list(os.environ.get(FORCE_ENV), FORCE_ENV)
+    options: dict[str, Any] = {}
+    if "model" in forced:
+        spec = os.environ.get(FORCE_MODEL_ENV, "")
+        if "@" not in spec:
+            raise PrivacyConfigError(f"{FORCE_ENV} includes model: set {FORCE_MODEL_ENV}=MODEL@BASE_URL (e.g. qwen2.5-7b@http://127.0.0.1:8000/v1)")
+        name, base_url = spec.split("@", 1)
+        options["model"] = {"model": name, "base_url": base_url, "api_key_env": os.environ.get(FORCE_MODEL_KEY_ENV)}
+    return PrivacyPolicy(strategies=forced, forced=forced, options=options)
+
+
+def validate_privacy(block: Any, where: str = "privacy") -> dict[str, Any]:
+    """Check an evaluation spec's ``privacy`` block; returns it as a plain dict.
+
+    Raises :class:`PrivacyConfigError` for unknown keys, strategies or entity types, or a
+    model strategy without ``model.base_url``/``model.model``.
+    """
+    if block in (None, {}):
+        return {}
+    if not isinstance(block, Mapping):
+        raise PrivacyConfigError(f"{where}: expected a mapping such as {{anonymise: rule_based, references: true}}")
+    unknown = set(block) - PRIVACY_KEYS
+    if unknown:
+        raise PrivacyConfigError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(PRIVACY_KEYS)}")
+    strategies = _strategy_list(block.get("anonymise"), f"{where}.anonymise")
+    entities = block.get("entities")
+    if entities is not None:
+        bad = sorted(set(entities) - set(ENTITY_TYPES))
+        if bad:
+            raise PrivacyConfigError(f"{where}.entities: unknown types {bad}; known: {', '.join(ENTITY_TYPES)}")
+    model = block.get("model")
+    if "model" in strategies and not (isinstance(model, Mapping) and model.get("base_url") and model.get("model")):
+        raise PrivacyConfigError(f"{where}: the model strategy needs model: {{base_url: http://127.0.0.1:8000/v1, model: NAME}}")
+    if isinstance(model, Mapping):
+        for key in model:
+            if key not in ("base_url", "model", "api_key_env", "allow_remote", "timeout_s"):
+                raise PrivacyConfigError(
+                    f"{where}.model.{key}: not allowed (never put a key in a spec: name its variable with api_key_env)"
+                )
+    out = dict(block)
+    out["anonymise"] = list(strategies) or "off"
+    return out
+
+
+def resolve_policy(block: Mapping[str, Any] | None = None, override: str | Sequence[str] | None = None) -> PrivacyPolicy:
+    """The effective policy: the run's ``privacy`` block (``override`` replaces its
+    ``anonymise``), united with the administrator's forced strategies.
+
+    Warns (``UserWarning``) when the run asked for less than is forced.
+    """
+    block = validate_privacy(dict(block or {}))
+    requested = _strategy_list(override if override is not None else block.get("anonymise"), "anonymise")
+    forced = forced_policy()
+    strategies = tuple(dict.fromkeys([*forced.strategies, *requested]))
+    entities = tuple(block.get("entities") or ENTITY_TYPES)
+    if forced.active:
+        if set(forced.strategies) - set(requested) or set(entities) != set(ENTITY_TYPES):
+            warnings.warn(
+                f"anonymisation is forced by the administrator ({FORCE_ENV}={','.join(forced.strategies)}); "
+                f"this run asked for {','.join(requested) or 'off'} and gets {'+'.join(strategies)} on all entity types",
+                stacklevel=2,
+            )
+        entities = ENTITY_TYPES
+    options = {k: block[k] for k in ("presidio", "model") if block.get(k)}
+    for key, value in forced.options.items():
+        options.setdefault(key, value)
+    return PrivacyPolicy(strategies, requested, forced.strategies, tuple(entities), bool(block.get("references")), options)
+
+
+# --------------------------------------------------------------------------- ledger
+class LedgerWriter:
+    """Buffers outbound-ledger rows and appends them to the ``outbound_ledger`` Delta table.
+
+    Rows are flushed every ``flush_every`` calls and when the session ends, so a crash
+    loses at most ``flush_every - 1`` rows. Thread-safe (API backends call from workers).
+    """
+
+    def __init__(self, lake: Any, run_id: str, fingerprint: str | None, model: str | None, flush_every: int = 32) -> None:
+        self.lake, self.run_id, self.fingerprint, self.model = lake, run_id, fingerprint, model
+        self.flush_every = flush_every
+        self._rows: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.written = 0
+
+    def __call__(self, call: Mapping[str, Any]) -> None:
+        counts = dict(call.get("entity_counts") or {})
+        row = {
+            "called_at": call["called_at"], "run_id": self.run_id, "fingerprint": self.fingerprint, "model": self.model,
+            "host": call.get("host"), "api_model": call.get("model"), "purpose": call.get("purpose"),
+            "sample_id": call.get("sample_id"), "text_sha256": call["text_sha256"], "n_chars": call.get("n_chars"),
+            "anonymised": bool(call.get("anonymised")), "strategy": call.get("strategy"),
+            "entity_counts": json.dumps(counts, sort_keys=True), "n_entities": sum(counts.values()),
+        }
+        with self._lock:
+            self._rows.append(row)
+            full = len(self._rows) >= self.flush_every
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append the buffered rows (one Delta commit)."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+        if rows:
+            self.lake.append("outbound_ledger", rows)
+            self.written += len(rows)
+
+
+@contextlib.contextmanager
+def outbound_session(
+    lake: Any, *, run_id: str, fingerprint: str | None = None, model: str | None = None,
+    privacy: Mapping[str, Any] | None = None, override: str | None = None,
+) -> Iterator[PrivacyPolicy]:
+    """Install the run's anonymiser and a ledger writer on the outbound path for a block.
+
+    Yields the effective :class:`PrivacyPolicy`; flushes the ledger on exit (also on error).
+    """
+    from resources import outbound
+    from resources.keys import install_log_redaction
+
+    policy = resolve_policy(privacy, override)
+    ledger = LedgerWriter(lake, run_id, fingerprint, model)
+    install_log_redaction()
+    with outbound.session(policy.anonymiser(), ledger, policy.label if policy.active else None):
+        try:
+            yield policy
+        finally:
+            ledger.flush()
+
+
+# --------------------------------------------------------------------------- scoring helpers
+def offline_refusal_rows(metric: Any, samples: Sequence[Any]) -> list[dict[str, Any]]:
+    """Score rows (status ``error``, naming the metric) for an external metric refused in
+    offline mode; no client is built and no connection opened."""
+    from metric_ops.runner import detail_json
+
+    message = (f"offline mode is on (FACETLAKE_OFFLINE): metric {metric.name!r} is external and was not run; "
+               "unset FACETLAKE_OFFLINE or use a local metric")
+    signature = metric.signature()
+    return [
+        {"sample_id": s.sample_id, "metric": score_name, "value": None, "direction": direction.value,
+         "dimension": metric.dimension, "locality": metric.locality, "status": "error",
+         "detail": detail_json({"error": message, "offline": True}), "signature": signature}
+        for s in samples
+        for score_name, direction in metric.emitted().items()
+    ]
+
+
+def anonymised_references(lake: Any, samples: Sequence[Any], model: str, fingerprint: str, privacy: Mapping[str, Any] | None) -> list[Any]:
+    """Samples whose references carry the same placeholders the model saw.
+
+    Applies when the policy has ``references: true`` and the ledger shows this partition's
+    generation prompts were anonymised. Each sample's map is rebuilt from its stored prompt
+    (the anonymisers are deterministic), then applied to its references. Otherwise the
+    samples are returned unchanged.
+    """
+    import dataclasses
+
+    import polars as pl
+
+    policy = resolve_policy(privacy)
+    if not (policy.active and policy.references) or not lake.exists("outbound_ledger"):
+        return list(samples)
+    ledger = lake.read("outbound_ledger", where={"fingerprint": fingerprint, "model": model}, columns=["purpose", "anonymised"])
+    if ledger.filter((pl.col("purpose") == "generation") & pl.col("anonymised")).height == 0:
+        return list(samples)
+    prompts = {r["sample_id"]: r["prompt"] for r in lake.read("generations", where={"model": model, "fingerprint": fingerprint},
+                                                               columns=["sample_id", "prompt"]).iter_rows(named=True)}
+    anonymiser = policy.anonymiser()
+    out = []
+    for s in samples:
+        if not s.references:
+            out.append(s)
+            continue
+        _, _, mapping = anonymiser.anonymise_many([prompts.get(s.sample_id) or s.input])
+        refs, _, _ = anonymiser.anonymise_many(list(s.references), mapping)
+        out.append(dataclasses.replace(s, references=tuple(refs)))
+    return out
