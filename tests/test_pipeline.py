@@ -201,3 +201,25 @@ def test_workspace_yaml_loads_the_code_location():
         capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_run_killed_midway_does_not_block_the_next_one(tmp_path, dagster_home):
+    """A CLI run killed with SIGKILL must not leave a concurrency-pool claim that blocks later runs."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lake = tmp_path / "lake"
+    cmd = [sys.executable, "-m", "pipelines.cli", "demo", "--lake", str(lake), "--limit", "30"]
+    env = dict(os.environ, DAGSTER_HOME=str(dagster_home))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (lake / "samples" / "_delta_log").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rerun = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "qags-system" in rerun.stdout
