@@ -1,7 +1,7 @@
 """Annotators: extract the scoreable value from a raw output without altering the output.
 
-An evaluation's ``annotators:`` list holds mappings; each has a unique ``name`` and a
-``kind``; the list is in the fingerprint. Each runs on the raw output, or on another
+An evaluation's ``annotators:`` list holds mappings; each has a ``kind`` and a unique
+``name`` (default: the kind, or ``kind-N`` for the N-th of a repeated kind); the list is in the fingerprint. Each runs on the raw output, or on another
 annotator's value named by ``source`` (listed before it). Results go to the
 ``annotations`` table (one row per sample x annotator: ``value``, ``matched``, the raw
 ``span`` with ``span_start``/``span_end`` offsets into the text it ran on); the
@@ -239,8 +239,10 @@ def make_annotators(configs: Sequence[Mapping[str, Any]], backend_factory: Calla
     """Annotators for an evaluation's ``annotators:`` list, validated: known kinds, unique
     names, ``source`` naming an earlier annotator. Raises :class:`AnnotatorError`."""
     out: list[Annotator] = []
-    for config in configs:
+    for i, config in enumerate(configs):
         kind = config.get("kind")
+        if not config.get("name"):  # default name: the kind (kind-N when the kind repeats)
+            config = {**config, "name": str(kind) if sum(c.get("kind") == kind for c in configs) == 1 else f"{kind}-{i + 1}"}
         if kind not in ANNOTATORS:
             raise AnnotatorError(f"unknown annotator kind {kind!r}; known: {', '.join(sorted(ANNOTATORS))}")
         annotator = ModelAnnotator(config, backend_factory) if kind == "model" else ANNOTATORS[kind](config)
