@@ -83,12 +83,12 @@ def real_cases(data_dir: str | os.PathLike | None = None, selfaware_limit: int =
 
 def crossval_case_sets(data_dir: str | os.PathLike | None = None) -> tuple[list[Case], list[Case]]:
     """(lexical cases, neural cases): every real case plus the edge cases for lexical
-    metrics; the same with only the first :data:`NEURAL_QAGS` QAGS articles for the
-    neural ones."""
+    metrics; for the neural ones (CPU time), every SF-RES pair, the first
+    :data:`NEURAL_QAGS` QAGS articles (truncation at 512 tokens) and the edge cases."""
     real = real_cases(data_dir)
     edges = edge_cases(long_text=real["qags"][0].references[0])
     lexical = [*real["sfres"], *real["qags"], *real["selfaware"], *edges]
-    neural = [*real["sfres"], *real["qags"][:NEURAL_QAGS], *real["selfaware"], *edges]
+    neural = [*real["sfres"], *real["qags"][:NEURAL_QAGS], *edges]
     return lexical, neural
 
 

@@ -58,24 +58,22 @@ def greedy_match(hyp: Any, ref: Any, hyp_w: Any, ref_w: Any) -> tuple[float, flo
     """Greedy-matching BERTScore of one pair (``bert_score.utils.greedy_cos_idf``).
 
     Args:
-        hyp, ref: float32 tensors (n, d) and (m, d) of token states (special tokens included).
-        hyp_w, ref_w: float32 tensors (n,) and (m,) of token weights (idf, or 1; 0 for the
-            special tokens when idf is off).
+        hyp, ref: float32 arrays (n, d) and (m, d) of L2-normalised token states (special
+            tokens included).
+        hyp_w, ref_w: float32 arrays (n,) and (m,) of token weights (idf, or 1; 0 for
+            [CLS]/[SEP] when idf is off).
 
     Returns:
         (P, R, F) as floats; F = 2PR/(P+R) with NaN -> 0. The weights are normalised to sum
         to 1; a zero sum gives NaN for P or R (the caller reports it).
     """
-    import torch
+    import numpy as np
 
-    hyp = hyp / torch.norm(hyp, dim=-1, keepdim=True)
-    ref = ref / torch.norm(ref, dim=-1, keepdim=True)
     sim = hyp @ ref.T
-    word_p = sim.max(dim=1).values
-    word_r = sim.max(dim=0).values
-    p = (word_p * (hyp_w / hyp_w.sum())).sum()
-    r = (word_r * (ref_w / ref_w.sum())).sum()
-    f = 2 * p * r / (p + r)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.float32((sim.max(axis=1) * (hyp_w / hyp_w.sum())).sum())
+        r = np.float32((sim.max(axis=0) * (ref_w / ref_w.sum())).sum())
+        f = np.float32(2) * p * r / (p + r)
     return float(p), float(r), float(f)
 
 
@@ -159,6 +157,7 @@ class BERTScore(Metric):
         return f"{super().signature()}|max_len:{self.encoder.max_length}|rescaled:{'yes' if self.baseline else 'no'}"
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        import numpy as np
         import torch
 
         check_lengths(samples, outputs)
@@ -167,17 +166,21 @@ class BERTScore(Metric):
         unique = list(dict.fromkeys([*outputs, *(r for refs in ref_texts for r in refs)]))
         encoded = dict(zip(unique, enc.encode(unique)))
         n_special = len(enc.encode([""])[0][0])
-        special = set(enc.tokenizer.all_special_ids)
+        # bert_score gives [CLS] and [SEP] weight 0 (idf off); every other token, [UNK] included, weight 1
+        special = {enc.tokenizer.cls_token_id, enc.tokenizer.sep_token_id} - {None}
 
         if self.idf:
             flat_refs = [encoded[r][0] for refs in ref_texts for r in refs]
             idf = idf_weights(flat_refs)
             default = idf_default(len(flat_refs))
-            weight = lambda ids: torch.tensor([idf.get(t, default) for t in ids], dtype=torch.float32)  # noqa: E731
+            weight = lambda ids: np.array([idf.get(t, default) for t in ids], dtype=np.float32)  # noqa: E731
         else:
-            weight = lambda ids: torch.tensor([0.0 if t in special else 1.0 for t in ids], dtype=torch.float32)  # noqa: E731
+            weight = lambda ids: np.array([0.0 if t in special else 1.0 for t in ids], dtype=np.float32)  # noqa: E731
 
-        states = dict(zip(unique, enc.embed([encoded[t][0] for t in unique], self.layer, self.batch_size, self.progress, "bertscore")))
+        embedded = enc.embed([encoded[t][0] for t in unique], self.layer, self.batch_size, self.progress, "bertscore")
+        # L2-normalise each text's token states once (bert_score normalises per batch; same values)
+        states = {t: torch.nn.functional.normalize(e, p=2.0, dim=-1, eps=0.0).numpy() for t, e in zip(unique, embedded)}
+        weights = {t: weight(encoded[t][0]) for t in unique}
         results = []
         for output, refs in zip(outputs, ref_texts):
             detail: dict[str, Any] = {}
@@ -197,7 +200,7 @@ class BERTScore(Metric):
                 ref_empty = len(ref_ids) == n_special
                 if ref_empty and "reference" not in empty:
                     empty.append("reference")
-                p, r, f = greedy_match(states[output], states[ref], weight(hyp_ids), weight(ref_ids))
+                p, r, f = greedy_match(states[output], states[ref], weights[output], weights[ref])
                 if len(hyp_ids) == n_special or ref_empty:
                     p, r = 0.0, 0.0  # bert_score: "Empty candidate/reference ... setting raw BERTScores to 0"
                 if math.isnan(f):

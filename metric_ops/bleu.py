@@ -154,7 +154,9 @@ class NltkBLEU(Metric):
     Input: one hypothesis and >= 1 references per sample, tokenised with sacrebleu's
     ``13a`` tokenizer (``tokenize="13a"``, the default) or on whitespace
     (``tokenize="whitespace"``), then lower-cased when ``lowercase``. Output in [0, 1]
-    (NLTK's scale, not sacrebleu's 0-100). Parameters: ``smoothing`` (0 = none ... 7),
+    (NLTK's scale, not sacrebleu's 0-100). Parameters: ``smoothing`` (0 = none ... 7;
+    NLTK's method6 refuses a hypothesis with no bigram match: such a sample is an
+    ``error`` with NLTK's message, never a made-up number),
     ``max_order`` (uniform weights 1/max_order), ``auto_reweigh`` (NLTK's option).
     An empty hypothesis or references that all tokenise to nothing give 0.0 with no
     exception or warning.
@@ -212,9 +214,13 @@ class NltkBLEU(Metric):
             if not hyp or not refs:
                 results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not hyp else "references"})})
                 continue
-            value = sentence_bleu(
-                refs, hyp, weights=self._weights, smoothing_function=self._smooth, auto_reweigh=self.params["auto_reweigh"]
-            )
+            try:
+                value = sentence_bleu(
+                    refs, hyp, weights=self._weights, smoothing_function=self._smooth, auto_reweigh=self.params["auto_reweigh"]
+                )
+            except AssertionError as exc:  # NLTK method6 needs a bigram match; NLTK asserts
+                results.append({self.name: Score.error(f"NLTK smoothing method{self.params['smoothing']}: {exc}")})
+                continue
             results.append({self.name: Score(float(value))})
         return results
 

@@ -1,0 +1,573 @@
+"""Cross-validation of facetlake's metrics against the field's reference implementations.
+
+Pure functions (no Dagster, no Delta, no file reading): the caller supplies the cases
+(``assets/crossval.py`` builds them from the real data in ``data/``). The reference
+libraries (sacrebleu, nltk, rouge-score, bert-score, sentence-transformers) are imported
+lazily inside the reference functions: ``bert_score`` is a test-only dependency and is
+never needed to *use* facetlake.
+
+:func:`crossvalidate` scores every case with facetlake and with the reference and returns
+one row per variant: ``variant, cases, real_cases, sources, max_abs_error, tolerance,
+passed, reference, reference_version``. :func:`report_markdown` renders those rows.
+ROUGE-W/S/SU have no Python reference: they are checked against the hand-worked
+examples in :data:`ROUGE_WORKED_EXAMPLES` (closed-form values from Lin, 2004), and the
+report says so.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import math
+import re
+import string
+import sys
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from metric_ops.base import Sample, library_version
+
+LEXICAL_TOLERANCE = 1e-9
+NEURAL_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Case:
+    """One (prediction, references) pair to score. ``source`` names where it came from
+    (``sfres``, ``qags``, ``selfaware``, ``edge``); ``real`` is False for hand-made edge
+    cases."""
+
+    prediction: str
+    references: tuple[str, ...]
+    source: str
+    real: bool = True
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def edge_cases(long_text: str = "") -> list[Case]:
+    """Hand-made edge cases: empty and whitespace-only sides, a single token, identical
+    strings, CJK and accented text, punctuation only, multi-line text, several
+    references, and a very long text (``long_text`` repeated past 512 model tokens)."""
+    long = (long_text or "The quick brown fox jumps over the lazy dog near the river bank. ") * 1
+    while len(long.split()) < 1200:
+        long = long + " " + long
+    pairs: list[tuple[str, tuple[str, ...]]] = [
+        ("", ("the cat sat on the mat",)),
+        ("   ", ("the cat sat on the mat",)),
+        ("the cat sat on the mat", ("",)),
+        ("the cat sat on the mat", ("   ",)),
+        ("", ("",)),
+        ("yes", ("yes",)),
+        ("yes", ("no",)),
+        ("Paris", ("paris", "Paris, France")),
+        ("the cat sat on the mat", ("the cat sat on the mat",)),
+        ("我爱北京天安门", ("我爱北京天安门",)),
+        ("我爱北京天安门", ("我爱北京",)),
+        ("café crème brûlée à la française", ("cafe creme brulee a la francaise",)),
+        ("Ça va très bien, merci.", ("Ça va bien, merci beaucoup.",)),
+        ("!!!", ("...",)),
+        ("First sentence here.\nSecond one follows.", ("First sentence.\nThe second one follows here.",)),
+        ("It was the best of times. It was the worst of times.", ("It was the best of times, it was the worst.",)),
+        ("a b c d e f g", ("a b c d h i k", "a h b k c i d")),
+        ("The answer is 42.", ("42", "forty-two")),
+        (long, (long[: len(long) // 3],)),
+        (long[: len(long) // 2], (long,)),
+    ]
+    return [Case(p, r, "edge", real=False) for p, r in pairs]
+
+
+# --------------------------------------------------------------------------- SQuAD v2 reference
+
+# The official SQuAD v2.0 evaluation script (evaluate-v2.0.py, Rajpurkar et al., 2018),
+# functions copied verbatim; used only as the reference for cross-validation.
+
+
+def _official_normalize_answer(s: str) -> str:
+    def remove_articles(text):
+        regex = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+        return re.sub(regex, " ", text)
+
+    def white_space_fix(text):
+        return " ".join(text.split())
+
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return "".join(ch for ch in text if ch not in exclude)
+
+    def lower(text):
+        return text.lower()
+
+    return white_space_fix(remove_articles(remove_punc(lower(s))))
+
+
+def _official_get_tokens(s: str) -> list[str]:
+    if not s:
+        return []
+    return _official_normalize_answer(s).split()
+
+
+def _official_compute_exact(a_gold: str, a_pred: str) -> int:
+    return int(_official_normalize_answer(a_gold) == _official_normalize_answer(a_pred))
+
+
+def _official_compute_f1(a_gold: str, a_pred: str) -> float:
+    gold_toks = _official_get_tokens(a_gold)
+    pred_toks = _official_get_tokens(a_pred)
+    common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
+    num_same = sum(common.values())
+    if len(gold_toks) == 0 or len(pred_toks) == 0:
+        # If either is no-answer, then F1 is 1 if they agree, 0 otherwise
+        return int(gold_toks == pred_toks)
+    if num_same == 0:
+        return 0
+    precision = 1.0 * num_same / len(pred_toks)
+    recall = 1.0 * num_same / len(gold_toks)
+    f1 = (2 * precision * recall) / (precision + recall)
+    return f1
+
+
+def _official_golds(references: Sequence[str]) -> list[str]:
+    # get_raw_scores: gold answers that normalise to nothing are dropped; none -> ['']
+    golds = [a for a in references if _official_normalize_answer(a)]
+    return golds or [""]
+
+
+def _reference_contains(gold: str, pred: str) -> float:
+    g, p = _official_normalize_answer(gold), _official_normalize_answer(pred)
+    if not g or not p:
+        return float(g == p)
+    return float(f" {g} " in f" {p} ")
+
+
+# --------------------------------------------------------------------------- variants
+
+
+@dataclass
+class Variant:
+    """One metric variant to cross-validate.
+
+    ``metric``/``params``: the facetlake metric; ``scores``: the emitted score names
+    compared; ``reference``: ``fn(cases) -> list[list[float]]`` (one list per case, in the
+    order of ``scores``), or for corpus-level variants a single list for the whole set;
+    ``library``: the reference's distribution name; ``neural``: tolerance 1e-6 instead of
+    1e-9; ``corpus``: one value per case set."""
+
+    name: str
+    metric: str
+    params: dict[str, Any]
+    scores: tuple[str, ...]
+    reference: Callable[[Sequence[Case]], list[list[float]]]
+    library: str
+    reference_name: str
+    neural: bool = False
+    corpus: bool = False
+    note: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _sacrebleu_sentence(kind: str, **opts: Any) -> Callable[[Sequence[Case]], list[list[float]]]:
+    def run(cases: Sequence[Case]) -> list[list[float]]:
+        import sacrebleu
+
+        fn = {"bleu": sacrebleu.sentence_bleu, "chrf": sacrebleu.sentence_chrf}[kind]
+        return [[fn(c.prediction, list(c.references), **opts).score] for c in cases]
+
+    return run
+
+
+def _sacrebleu_corpus(cases: Sequence[Case]) -> list[list[float]]:
+    import sacrebleu
+
+    width = max(len(c.references) for c in cases)
+    streams = [[c.references[k] if k < len(c.references) else None for c in cases] for k in range(width)]
+    return [[sacrebleu.corpus_bleu([c.prediction for c in cases], streams).score]]
+
+
+def _nltk_bleu(smoothing: int) -> Callable[[Sequence[Case]], list[list[float]]]:
+    def run(cases: Sequence[Case]) -> list[list[float]]:
+        from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+        from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+        tok = Tokenizer13a()
+        smooth = getattr(SmoothingFunction(), f"method{smoothing}")
+        out = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for c in cases:
+                hyp = tok(c.prediction.strip()).split()
+                refs = [t for t in (tok(r.strip()).split() for r in c.references) if t]
+                try:
+                    out.append([float(sentence_bleu(refs, hyp, smoothing_function=smooth)) if hyp and refs else 0.0])
+                except AssertionError:  # method6 without a bigram match
+                    out.append([math.nan])
+        return out
+
+    return run
+
+
+def _rouge_score(rouge_type: str, use_stemmer: bool = False, split: str = "newline") -> Callable[[Sequence[Case]], list[list[float]]]:
+    def run(cases: Sequence[Case]) -> list[list[float]]:
+        from rouge_score import rouge_scorer
+
+        scorer = rouge_scorer.RougeScorer([rouge_type], use_stemmer=use_stemmer)
+        prep = (lambda t: t) if split == "newline" else (lambda t: "\n".join(s for line in t.split("\n") for s in re.split(r"(?<=[.!?])\s+", line)))
+        out = []
+        for c in cases:
+            s = scorer.score_multi([prep(r) for r in c.references], prep(c.prediction))[rouge_type]
+            out.append([s.precision, s.recall, s.fmeasure])
+        return out
+
+    return run
+
+
+def _nltk_meteor(cases: Sequence[Case]) -> list[list[float]]:
+    from nltk.corpus import wordnet
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.translate.meteor_score import meteor_score
+
+    from metric_ops.meteor import load_wordnet
+
+    load_wordnet()  # puts the repository's .nltk_data on NLTK's path when needed
+    tok = NLTKWordTokenizer()
+    return [[float(meteor_score([tok.tokenize(r) for r in c.references], tok.tokenize(c.prediction), wordnet=wordnet))] for c in cases]
+
+
+def _squad(kind: str) -> Callable[[Sequence[Case]], list[list[float]]]:
+    fn = {"exact": _official_compute_exact, "f1": _official_compute_f1, "contains": _reference_contains}[kind]
+
+    def run(cases: Sequence[Case]) -> list[list[float]]:
+        return [[float(max(fn(g, c.prediction) for g in _official_golds(c.references)))] for c in cases]
+
+    return run
+
+
+def _with_specials(cls_id: int, sep_id: int, ids: Sequence[int]) -> list[int]:
+    return [cls_id, *ids, sep_id]
+
+
+def _patch_bert_score_tokenizer(tokenizer: Any) -> None:
+    # bert_score 0.3.13 encodes an empty sentence with tokenizer.build_inputs_with_special_tokens([]),
+    # which transformers 5 tokenizers no longer have. Give the reference the transformers 4
+    # behaviour ([CLS] [SEP] for BERT) so its own empty-input path can run. A partial of a
+    # module-level function stays picklable (bert_score's idf code pickles the tokenizer).
+    import functools
+
+    if not hasattr(tokenizer, "build_inputs_with_special_tokens"):
+        object.__setattr__(
+            tokenizer, "build_inputs_with_special_tokens", functools.partial(_with_specials, tokenizer.cls_token_id, tokenizer.sep_token_id)
+        )
+
+
+def bert_score_reference(
+    cases: Sequence[Case], model_path: str, num_layers: int, idf: bool = False, baseline: Sequence[float] | None = None, batch_size: int = 64
+) -> list[list[float]]:
+    """``bert_score.score`` (the reference library, test-only) on the cases with a local
+    model folder and layer: (P, R, F) per case, best reference per component. With
+    ``baseline`` it is written to a temporary bert_score baseline file (row = layer) and
+    ``rescale_with_baseline=True, lang="en", baseline_path=...`` is used."""
+    import os
+    import tempfile
+
+    import bert_score
+    import bert_score.utils as bsu
+
+    original = bsu.get_tokenizer
+
+    def patched(model_type: str, use_fast: bool = False) -> Any:
+        tok = original(model_type, use_fast)
+        _patch_bert_score_tokenizer(tok)
+        return tok
+
+    bsu.get_tokenizer = patched
+    bert_score.score.__globals__["get_tokenizer"] = patched
+    tmp = None
+    try:
+        kwargs: dict[str, Any] = {}
+        if baseline is not None:
+            fd, tmp = tempfile.mkstemp(suffix=".tsv")
+            with os.fdopen(fd, "w") as fh:
+                fh.write("LAYER,P,R,F\n")
+                for layer in range(num_layers + 1):
+                    fh.write(f"{layer},{baseline[0]},{baseline[1]},{baseline[2]}\n")
+            kwargs = {"rescale_with_baseline": True, "lang": "en", "baseline_path": tmp}
+        with contextlib.redirect_stderr(io.StringIO()):
+            p, r, f = bert_score.score(
+                [c.prediction for c in cases],
+                [list(c.references) for c in cases],
+                model_type=model_path,
+                num_layers=num_layers,
+                idf=idf,
+                batch_size=batch_size,
+                device="cpu",
+                **kwargs,
+            )
+    finally:
+        bsu.get_tokenizer = original
+        bert_score.score.__globals__["get_tokenizer"] = original
+        if tmp:
+            os.unlink(tmp)
+    return [[float(a), float(b), float(c)] for a, b, c in zip(p.tolist(), r.tolist(), f.tolist())]
+
+
+def _bert_score(idf: bool = False, baseline: Sequence[float] | None = None) -> Callable[[Sequence[Case]], list[list[float]]]:
+    def run(cases: Sequence[Case]) -> list[list[float]]:
+        from metric_ops.embeddings import get_encoder
+
+        enc = get_encoder(None)
+        return bert_score_reference(cases, enc.path, enc.num_layers, idf=idf, baseline=baseline)
+
+    return run
+
+
+def _sentence_transformers(cases: Sequence[Case]) -> list[list[float]]:
+    from sentence_transformers import SentenceTransformer
+
+    from metric_ops.embeddings import default_model_path
+
+    model = SentenceTransformer(default_model_path(), device="cpu")
+    texts = list(dict.fromkeys([*(c.prediction for c in cases), *(r for c in cases for r in c.references)]))
+    emb = model.encode(texts, batch_size=64, convert_to_tensor=True, normalize_embeddings=False, show_progress_bar=False)
+    index = {t: i for i, t in enumerate(texts)}
+    return [[max(float(emb[index[c.prediction]] @ emb[index[r]]) for r in c.references)] for c in cases]
+
+
+EXAMPLE_BASELINE = (0.25, 0.25, 0.25)
+
+
+def variants() -> list[Variant]:
+    """Every cross-validated variant with its reference."""
+    prf = lambda n: (f"{n}_precision", f"{n}_recall", f"{n}_f")  # noqa: E731
+    v = [
+        Variant("bleu (sacrebleu sentence)", "bleu", {}, ("bleu",), _sacrebleu_sentence("bleu"), "sacrebleu", "sacrebleu.sentence_bleu"),
+        Variant("corpus_bleu (sacrebleu corpus)", "corpus_bleu", {}, ("corpus_bleu",), _sacrebleu_corpus, "sacrebleu", "sacrebleu.corpus_bleu", corpus=True),
+    ]
+    for k in range(8):
+        v.append(
+            Variant(f"nltk_bleu smoothing={k}", "nltk_bleu", {"smoothing": k}, ("nltk_bleu",), _nltk_bleu(k), "nltk", "nltk.translate.bleu_score.sentence_bleu")
+        )
+    v += [
+        Variant("chrf", "chrf", {}, ("chrf",), _sacrebleu_sentence("chrf"), "sacrebleu", "sacrebleu.sentence_chrf"),
+        Variant("chrf_pp (chrF++)", "chrf_pp", {}, ("chrf_pp",), _sacrebleu_sentence("chrf", word_order=2), "sacrebleu", "sacrebleu.sentence_chrf(word_order=2)"),
+        Variant("rouge_1", "rouge_1", {}, prf("rouge_1"), _rouge_score("rouge1"), "rouge-score", "RougeScorer(['rouge1']).score_multi"),
+        Variant("rouge_2", "rouge_2", {}, prf("rouge_2"), _rouge_score("rouge2"), "rouge-score", "RougeScorer(['rouge2']).score_multi"),
+        Variant("rouge_l", "rouge_l", {}, prf("rouge_l"), _rouge_score("rougeL"), "rouge-score", "RougeScorer(['rougeL']).score_multi"),
+        Variant("rouge_l use_stemmer", "rouge_l", {"use_stemmer": True}, prf("rouge_l"), _rouge_score("rougeL", True), "rouge-score", "RougeScorer(['rougeL'], use_stemmer=True)"),
+        Variant("rouge_lsum", "rouge_lsum", {}, prf("rouge_lsum"), _rouge_score("rougeLsum"), "rouge-score", "RougeScorer(['rougeLsum']).score_multi"),
+        Variant(
+            "rouge_lsum sentence_split=punctuation",
+            "rouge_lsum",
+            {"sentence_split": "punctuation", "use_stemmer": True},
+            prf("rouge_lsum"),
+            _rouge_score("rougeLsum", True, "punctuation"),
+            "rouge-score",
+            "RougeScorer(['rougeLsum'], use_stemmer=True) on pre-split text",
+        ),
+        Variant("meteor", "meteor", {}, ("meteor",), _nltk_meteor, "nltk", "nltk.translate.meteor_score.meteor_score + WordNet 3.0"),
+        Variant("exact_match", "exact_match", {}, ("exact_match",), _squad("exact"), "squad-v2", "evaluate-v2.0.py compute_exact, max over golds"),
+        Variant("token_f1", "token_f1", {}, ("token_f1",), _squad("f1"), "squad-v2", "evaluate-v2.0.py compute_f1, max over golds"),
+        Variant(
+            "quasi_exact_match", "quasi_exact_match", {}, ("quasi_exact_match",), _squad("contains"), "squad-v2",
+            "evaluate-v2.0.py normalize_answer + padded substring test",
+        ),
+        Variant("bertscore", "bertscore", {}, ("bertscore_precision", "bertscore_recall", "bertscore_f1"), _bert_score(), "bert-score",
+                "bert_score.score(model_type=<packaged MiniLM>, num_layers=6)", neural=True),
+        Variant("bertscore idf rescaled", "bertscore", {"idf": True, "baseline": EXAMPLE_BASELINE},
+                ("bertscore_precision", "bertscore_recall", "bertscore_f1"), _bert_score(idf=True, baseline=EXAMPLE_BASELINE),
+                "bert-score", "bert_score.score(..., idf=True, rescale_with_baseline=True, baseline_path=<file>)", neural=True,
+                note=f"idf over all references; baseline {EXAMPLE_BASELINE} (illustrative; bert-score ships none for MiniLM)"),
+        Variant("semantic_similarity", "semantic_similarity", {}, ("semantic_similarity",), _sentence_transformers, "sentence-transformers",
+                "SentenceTransformer(<packaged MiniLM>).encode + dot of normalised embeddings", neural=True),
+    ]
+    return v
+
+
+# --------------------------------------------------------------------------- ROUGE-W/S/SU worked examples
+
+
+def _f(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def _worked_examples() -> list[dict[str, Any]]:
+    w = 1.2
+    f = lambda k: k**w  # noqa: E731
+    finv = lambda x: x ** (1 / w)  # noqa: E731
+    # Lin (2004) Section 3.2: X = A B C D E F G; Y1 = A B C D H I K (one run of 4);
+    # Y2 = A H B K C I D (four runs of 1). Both have LCS 4; WLCS(Y1) = f(4), WLCS(Y2) = 4 f(1).
+    x, y1, y2 = "a b c d e f g", "a b c d h i k", "a h b k c i d"
+    r1, p1 = finv(f(4) / f(7)), finv(f(4) / f(7))
+    r2, p2 = finv(4 * f(1) / f(7)), finv(4 * f(1) / f(7))
+    # Lin (2004) Section 5: S1 police killed the gunman; S2 police kill the gunman;
+    # S3 the gunman kill police; S4 the gunman police killed. 4 words -> C(4,2) = 6 skip-bigrams.
+    # Matches with S1: S2 3 (police the, police gunman, the gunman), S3 1 (the gunman),
+    # S4 2 (the gunman, police killed). ROUGE-S* = matches / 6.
+    s1, s2, s3, s4 = "police killed the gunman", "police kill the gunman", "the gunman kill police", "the gunman police killed"
+    # ROUGE-SU* adds the 4 unigrams to each side: 10 units; S2 shares 3 unigrams (police the gunman),
+    # S3 the same 3, S4 all 4.
+    # Skip distance: with max_skip=0 only adjacent pairs count (ROUGE-S0 = bigrams): S1 vs S2 share "the gunman" -> 1/3.
+    # With max_skip=1, S1 has 3 + 2 = 5 pairs: police-killed, killed-the, the-gunman, police-the, killed-gunman;
+    # S2 has police-kill, kill-the, the-gunman, police-the, kill-gunman: shared the-gunman, police-the -> 2/5.
+    return [
+        {"metric": "rouge_w", "params": {}, "candidate": y1, "reference": x, "expected": (p1, r1, _f(p1, r1)), "source": "Lin 2004 §3.2, Y1"},
+        {"metric": "rouge_w", "params": {}, "candidate": y2, "reference": x, "expected": (p2, r2, _f(p2, r2)), "source": "Lin 2004 §3.2, Y2"},
+        {"metric": "rouge_w", "params": {}, "candidate": x, "reference": x, "expected": (1.0, 1.0, 1.0), "source": "identical"},
+        {"metric": "rouge_w", "params": {}, "candidate": "", "reference": x, "expected": (0.0, 0.0, 0.0), "source": "empty candidate"},
+        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": s2, "reference": s1, "expected": (3 / 6, 3 / 6, 3 / 6), "source": "Lin 2004 §5, S2"},
+        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": s3, "reference": s1, "expected": (1 / 6, 1 / 6, 1 / 6), "source": "Lin 2004 §5, S3"},
+        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": s4, "reference": s1, "expected": (2 / 6, 2 / 6, 2 / 6), "source": "Lin 2004 §5, S4"},
+        {"metric": "rouge_s", "params": {"max_skip": 0}, "candidate": s2, "reference": s1, "expected": (1 / 3, 1 / 3, 1 / 3), "source": "S0 = bigrams"},
+        {"metric": "rouge_s", "params": {"max_skip": 1}, "candidate": s2, "reference": s1, "expected": (2 / 5, 2 / 5, 2 / 5), "source": "S1 skip distance"},
+        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": "police", "reference": s1, "expected": (0.0, 0.0, 0.0), "source": "one token: no skip-bigram"},
+        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": s2, "reference": s1, "expected": (6 / 10, 6 / 10, 6 / 10), "source": "Lin 2004 §5 + unigrams, S2"},
+        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": s3, "reference": s1, "expected": (4 / 10, 4 / 10, 4 / 10), "source": "S3"},
+        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": s4, "reference": s1, "expected": (6 / 10, 6 / 10, 6 / 10), "source": "S4"},
+        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": "police", "reference": s1, "expected": (1 / 1, 1 / 10, _f(1.0, 0.1)), "source": "one token: unigram only"},
+    ]
+
+
+ROUGE_WORKED_EXAMPLES = _worked_examples()
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def facetlake_values(variant: Variant, cases: Sequence[Case]) -> list[list[float]]:
+    """facetlake's values for the cases, all scored in one ``score_batch`` call (so
+    corpus-level settings see the whole set), in the order of ``variant.scores``. An
+    ``error`` result is NaN (it agrees only with a reference that fails on that case);
+    an ``unscored`` one raises ``AssertionError``."""
+    from metric_ops.registry import get_metric
+
+    metric = get_metric(variant.metric, **variant.params)
+    samples = [Sample(sample_id=str(i), input="", references=c.references) for i, c in enumerate(cases)]
+    rows = metric.score_batch(samples, [c.prediction for c in cases])
+    out = []
+    for i, row in enumerate(rows):
+        vals = []
+        for name in variant.scores:
+            s = row[name]
+            if s.status == "unscored":
+                raise AssertionError(f"{variant.name}: case {i} is unscored: {dict(s.detail)}")
+            # an error row must meet a reference that also fails (NaN) on that case
+            vals.append(s.value if s.status == "scored" else math.nan)
+        out.append(vals)
+    if variant.corpus:
+        return [out[0]]
+    return out
+
+
+def compare(variant: Variant, cases: Sequence[Case]) -> dict[str, Any]:
+    """Score ``cases`` with facetlake and the reference; one report row."""
+    ours = facetlake_values(variant, cases)
+    ref = variant.reference(cases)
+    if len(ours) != len(ref):
+        raise AssertionError(f"{variant.name}: {len(ours)} facetlake results, {len(ref)} reference results")
+    worst, worst_case = 0.0, None
+    for i, (a, b) in enumerate(zip(ours, ref)):
+        for x, y in zip(a, b):
+            err = abs(float(x) - float(y)) if not (math.isnan(x) and math.isnan(y)) else 0.0
+            if math.isnan(err) or err > worst:
+                worst, worst_case = (math.inf if math.isnan(err) else err), i
+    tol = NEURAL_TOLERANCE if variant.neural else LEXICAL_TOLERANCE
+    sources = collections.Counter(c.source for c in cases)
+    return {
+        "variant": variant.name,
+        "metric": variant.metric,
+        "cases": len(cases),
+        "real_cases": sum(c.real for c in cases),
+        "sources": ", ".join(f"{k} {v}" for k, v in sorted(sources.items())),
+        "max_abs_error": worst,
+        "worst_case": worst_case,
+        "tolerance": tol,
+        "passed": worst <= tol,
+        "reference": variant.reference_name,
+        "reference_version": f"{variant.library} {library_version(variant.library)}" if variant.library != "squad-v2" else "SQuAD v2.0 official script",
+        "note": variant.note,
+    }
+
+
+def worked_example_rows() -> list[dict[str, Any]]:
+    """Report rows for ROUGE-W/S/SU: facetlake vs the hand-worked values."""
+    from metric_ops.registry import get_metric
+
+    by_metric: dict[str, list[float]] = collections.defaultdict(list)
+    for ex in ROUGE_WORKED_EXAMPLES:
+        m = get_metric(ex["metric"], **ex["params"])
+        row = m.score_batch([Sample("x", "", (ex["reference"],))], [ex["candidate"]])[0]
+        got = [row[f"{ex['metric']}_{p}"].value for p in ("precision", "recall", "f")]
+        by_metric[ex["metric"]].append(max(abs(a - b) for a, b in zip(got, ex["expected"])))
+    return [
+        {
+            "variant": name,
+            "metric": name,
+            "cases": len(errs),
+            "real_cases": 0,
+            "sources": f"hand-worked {len(errs)}",
+            "max_abs_error": max(errs),
+            "worst_case": None,
+            "tolerance": LEXICAL_TOLERANCE,
+            "passed": max(errs) <= LEXICAL_TOLERANCE,
+            "reference": "no Python reference library: hand-worked examples (Lin 2004; ROUGE-1.5.5 definitions)",
+            "reference_version": "-",
+            "note": "",
+        }
+        for name, errs in sorted(by_metric.items())
+    ]
+
+
+def crossvalidate(
+    cases: Sequence[Case],
+    neural_cases: Sequence[Case] | None = None,
+    only: Sequence[str] | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Cross-validate every variant (or those whose name is in ``only``).
+
+    Lexical variants run on ``cases``; neural variants (BERTScore, semantic similarity)
+    on ``neural_cases`` (default: ``cases``), so long real inputs can be thinned for the
+    neural models. Returns one row per variant plus the ROUGE-W/S/SU worked-example rows.
+    """
+    chosen = [v for v in variants() if only is None or v.name in only or v.metric in only]
+    rows = []
+    iterator: Any = chosen
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(chosen, desc="cross-validation", unit="variant", file=sys.stderr)
+    for variant in iterator:
+        subset = neural_cases if (variant.neural and neural_cases is not None) else cases
+        rows.append(compare(variant, subset))
+    if only is None or any(n in only for n in ("rouge_w", "rouge_s", "rouge_su")):
+        rows += worked_example_rows()
+    return rows
+
+
+def report_markdown(rows: Sequence[dict[str, Any]], command: str = "python -m assets.crossval") -> str:
+    """The cross-validation report as Markdown (one table row per variant)."""
+    ok = all(r["passed"] for r in rows)
+    lines = [
+        "# facetlake metric cross-validation",
+        "",
+        f"Regenerate with `{command}`. Every variant is scored by facetlake and by its reference",
+        "implementation on the same cases; the table gives the largest absolute difference over all",
+        f"cases and emitted scores. Tolerances: {LEXICAL_TOLERANCE:g} for lexical metrics, {NEURAL_TOLERANCE:g} for",
+        "BERTScore and semantic similarity. ROUGE-W, ROUGE-S and ROUGE-SU have no Python reference",
+        "implementation: they are checked against hand-worked examples (Lin, 2004), not a library.",
+        "",
+        f"Overall: **{'PASS' if ok else 'FAIL'}** ({sum(r['passed'] for r in rows)}/{len(rows)} variants within tolerance).",
+        "",
+        "| variant | cases | real cases | sources | max abs error | tolerance | pass | reference | version |",
+        "| --- | ---: | ---: | --- | ---: | ---: | :---: | --- | --- |",
+    ]
+    for r in rows:
+        note = f" ({r['note']})" if r.get("note") else ""
+        lines.append(
+            f"| {r['variant']} | {r['cases']} | {r['real_cases']} | {r['sources']} | {r['max_abs_error']:.3g} | {r['tolerance']:g} | "
+            f"{'yes' if r['passed'] else 'NO'} | {r['reference']}{note} | {r['reference_version']} |"
+        )
+    lines.append("")
+    return "\n".join(lines)

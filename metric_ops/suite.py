@@ -1,0 +1,112 @@
+"""Score many metrics over many samples fast: the batched path behind the benchmark.
+
+- Lexical metrics are scored in chunks spread over the machine's cores (a process pool;
+  each worker builds its metric objects once).
+- Corpus-level metrics (``corpus_level`` true: corpus BLEU, idf BERTScore) are scored in
+  one call over the whole set, as their definition requires.
+- Neural metrics (BERTScore, semantic similarity) share one model load and one
+  token-embedding cache (:mod:`metric_ops.embeddings`): each distinct text is encoded
+  once, in length-sorted batches, and reused across samples and metrics.
+
+A tqdm progress bar tracks the work. Results are the same :class:`~metric_ops.base.Score`
+dicts ``score_batch`` returns, in input order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Mapping, Sequence
+
+from metric_ops.base import Metric, Sample, Score, check_lengths
+from metric_ops.registry import get_metric
+
+NEURAL = ("bertscore", "semantic_similarity")
+
+_WORKER_METRICS: dict[str, Metric] = {}
+
+
+def _init_worker(specs: list[tuple[str, str, dict[str, Any]]]) -> None:
+    _WORKER_METRICS.clear()
+    for key, name, params in specs:
+        _WORKER_METRICS[key] = get_metric(name, **params)
+
+
+def _score_chunk(args: tuple[int, list[Sample], list[str]]) -> tuple[int, dict[str, list[dict[str, Score]]]]:
+    start, samples, outputs = args
+    return start, {key: metric.score_batch(samples, outputs) for key, metric in _WORKER_METRICS.items()}
+
+
+def _is_corpus_level(metric: Metric) -> bool:
+    return bool(getattr(metric, "corpus_level", False))
+
+
+def score_suite(
+    metrics: Mapping[str, tuple[str, dict[str, Any]]],
+    samples: Sequence[Sample],
+    outputs: Sequence[str],
+    workers: int | None = None,
+    chunk_size: int = 250,
+    progress: bool = True,
+) -> dict[str, list[dict[str, Score]]]:
+    """Score every metric over all (sample, output) pairs.
+
+    Args:
+        metrics: ``{key: (metric name, params)}``; the key names the result (so one metric
+            can appear with several settings).
+        samples, outputs: aligned sequences (``ValueError`` when lengths differ); every
+            sample must carry what the metrics require (no unscored handling here: use
+            :func:`metric_ops.runner.score_metric` for mixed data).
+        workers: processes for lexical metrics (default: ``os.cpu_count()``; 1 = in process).
+        chunk_size: samples per lexical work unit.
+        progress: show a tqdm progress bar (stderr).
+
+    Returns:
+        ``{key: [scores of sample 0, scores of sample 1, ...]}``.
+    """
+    from tqdm.auto import tqdm
+
+    check_lengths(samples, outputs)
+    samples, outputs = list(samples), list(outputs)
+    n = len(samples)
+    workers = workers or os.cpu_count() or 1
+    from metric_ops.registry import REGISTRY
+
+    # neural metrics are built after the lexical process pool has run, so no worker is
+    # forked from a process that already holds a torch model and its thread pools
+    neural_keys = [k for k, (name, _) in metrics.items() if REGISTRY.resolve(name) in NEURAL]
+    built = {key: get_metric(name, **params) for key, (name, params) in metrics.items() if key not in neural_keys}
+    corpus = {k: m for k, m in built.items() if _is_corpus_level(m)}
+    lexical = {k: m for k, m in built.items() if k not in corpus}
+    results: dict[str, list[Any]] = {k: [None] * n for k in lexical}
+
+    chunks = [(i, samples[i : i + chunk_size], outputs[i : i + chunk_size]) for i in range(0, n, chunk_size)]
+    bar = tqdm(total=n * (len(lexical) + len(neural_keys) + len(corpus)), desc="scoring", unit="score", disable=not progress)
+    try:
+        if lexical and chunks:
+            if workers > 1 and len(chunks) > 1:
+                specs = [(k, metrics[k][0], metrics[k][1]) for k in lexical]
+                ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+                with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker, initargs=(specs,)) as pool:
+                    for start, part in pool.map(_score_chunk, chunks):
+                        for k, rows in part.items():
+                            results[k][start : start + len(rows)] = rows
+                        bar.update(len(next(iter(part.values()))) * len(lexical))
+            else:
+                for start, s, o in chunks:
+                    for k, m in lexical.items():
+                        results[k][start : start + len(s)] = m.score_batch(s, o)
+                    bar.update(len(s) * len(lexical))
+        for k, m in corpus.items():
+            bar.set_postfix_str(k)
+            results[k] = m.score_batch(samples, outputs)
+            bar.update(n)
+        for k in neural_keys:
+            bar.set_postfix_str(k)
+            name, params = metrics[k]
+            results[k] = get_metric(name, **params).score_batch(samples, outputs)
+            bar.update(n)
+    finally:
+        bar.close()
+    return results

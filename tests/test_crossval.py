@@ -1,0 +1,95 @@
+"""Cross-validation of every metric variant against its reference library on real data
+(SF-RES, QAGS-CNNDM, SelfAware from data/) plus edge cases (issue 3).
+
+Each test scores the same cases with facetlake and with the reference implementation
+(sacrebleu, nltk, rouge-score, bert-score with the packaged MiniLM at layer 6,
+sentence-transformers, the official SQuAD v2 functions) and asserts the largest absolute
+difference is within tolerance: 1e-9 for lexical metrics, 1e-6 for the neural ones.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from metric_ops.crossval import LEXICAL_TOLERANCE, NEURAL_TOLERANCE, compare, variants
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+VARIANTS = {v.name: v for v in variants()}
+LEXICAL = [n for n, v in VARIANTS.items() if not v.neural]
+NEURAL = [n for n, v in VARIANTS.items() if v.neural]
+
+
+@pytest.fixture(scope="module")
+def case_sets():
+    from assets.crossval import crossval_case_sets
+
+    return crossval_case_sets()
+
+
+def test_case_sets_hold_at_least_1000_real_cases_and_the_edge_cases(case_sets):
+    lexical, neural = case_sets
+    assert {c.source for c in lexical} == {"sfres", "qags", "selfaware", "edge"}
+    assert {c.source for c in neural} == {"sfres", "qags", "edge"}
+    for cases in (lexical, neural):
+        assert sum(c.real for c in cases) >= 1000
+        preds = [c.prediction for c in cases if not c.real]
+        assert "" in preds and "   " in preds and any(len(p.split()) > 1000 for p in preds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LEXICAL)
+def test_lexical_variant_matches_reference(case_sets, name):
+    lexical, _ = case_sets
+    row = compare(VARIANTS[name], lexical)
+    assert row["real_cases"] >= 1000
+    assert row["max_abs_error"] <= LEXICAL_TOLERANCE, row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NEURAL)
+def test_neural_variant_matches_reference(case_sets, name):
+    _, neural = case_sets
+    row = compare(VARIANTS[name], neural)
+    assert row["real_cases"] >= 1000
+    assert row["max_abs_error"] <= NEURAL_TOLERANCE, row
+
+
+def test_a_wrong_implementation_is_caught():
+    # the comparison must be able to fail: score chrF against the BLEU reference
+    from metric_ops.crossval import Case
+
+    v = VARIANTS["chrf"]
+    wrong = type(v)(**{**v.__dict__, "reference": VARIANTS["bleu (sacrebleu sentence)"].reference})
+    row = compare(wrong, [Case("the cat sat on a mat", ("the cat sat on the mat",), "edge", real=False)])
+    assert not row["passed"] and row["max_abs_error"] > 1.0
+
+
+def test_report_asset_materialises(tmp_path, monkeypatch):
+    import dagster as dg
+
+    import assets.crossval as ac
+    from metric_ops.crossval import Case
+
+    small = [
+        Case("the cat sat on the mat", ("the cat sat on the mat",), "sfres"),
+        Case("a dog barked", ("the dog barked loudly", "a dog barks"), "selfaware"),
+        Case("", ("birds fly south",), "edge", real=False),
+    ]
+    monkeypatch.setattr(ac, "crossval_case_sets", lambda data_dir=None: (small, small))
+    monkeypatch.setattr(ac, "DEFAULT_REPORT", tmp_path / "crossvalidation.md")
+    monkeypatch.setattr(ac, "crossvalidate", lambda cases, neural, progress=True: ac_crossvalidate_lexical(cases))
+    result = dg.materialize([ac.crossvalidation_report])
+    assert result.success
+    text = (tmp_path / "crossvalidation.md").read_text()
+    assert "| variant | cases |" in text and "hand-worked" in text and "Overall: **PASS**" in text
+    mats = result.asset_materializations_for_node("crossvalidation_report")
+    assert mats and mats[0].metadata["variants"].value >= 20
+
+
+def ac_crossvalidate_lexical(cases):
+    from metric_ops.crossval import crossvalidate
+
+    return crossvalidate(cases, only=[*LEXICAL, "rouge_w"], progress=False)

@@ -1,0 +1,241 @@
+"""Unit tests of the metric suite (issue 3): BLEU variants, chrF, ROUGE, METEOR, SQuAD
+rules, BERTScore edge cases. Values are checked against the reference library called
+in the test, or against hand-worked values (ROUGE-W/S/SU, which have no Python
+reference). Tolerance: 1e-9 unless stated."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import metric_ops  # noqa: F401  (registers every metric)
+from metric_ops import REGISTRY, Sample, get_metric
+from metric_ops.bleu import corpus_bleu, reference_streams
+from metric_ops.crossval import ROUGE_WORKED_EXAMPLES
+from metric_ops.rouge import rouge_s_prf, skip_bigrams, wlcs
+
+TOL = 1e-9
+
+SUITE = [
+    "bleu", "corpus_bleu", "nltk_bleu", "chrf", "chrf_pp", "rouge_1", "rouge_2", "rouge_l", "rouge_lsum",
+    "rouge_w", "rouge_s", "rouge_su", "meteor", "bertscore", "exact_match", "quasi_exact_match", "token_f1",
+    "semantic_similarity",
+]
+
+
+def _s(*refs: str) -> Sample:
+    return Sample("s", "", tuple(refs))
+
+
+@pytest.mark.parametrize("name", SUITE)
+def test_registered_as_local_baseline_grounding(name):
+    cls = REGISTRY.get_class(name)
+    assert cls.name == name
+    assert cls.dimension == "baseline_grounding"
+    assert cls.locality == "local"
+    assert all(d.value == "maximize" for d in cls.emitted().values())
+    assert cls.__doc__ and len(cls.__doc__) > 100
+
+
+# --------------------------------------------------------------------------- BLEU
+
+
+def test_corpus_bleu_issue_example_matches_sacrebleu():
+    import sacrebleu
+
+    hyps = ["the cat sat on the mat", "a dog barked loudly", ""]
+    refs = [["the cat sat on the mat"], ["the dog barked loudly"], ["birds fly south"]]
+    ours = corpus_bleu(hyps, refs).score
+    streams = [[r[0] for r in refs]]
+    assert abs(ours - sacrebleu.corpus_bleu(hyps, streams).score) <= TOL
+    assert round(ours, 2) == 62.05
+    rows = get_metric("corpus_bleu").score_batch([_s(*r) for r in refs], hyps)
+    assert all(abs(r["corpus_bleu"].value - ours) <= TOL for r in rows)
+
+
+def test_corpus_bleu_rejects_streams_passed_as_per_sample_references():
+    hyps = ["the cat sat on the mat", "a dog barked loudly", ""]
+    streams = [["the cat sat on the mat", "the dog barked loudly", "birds fly south"]]  # sacrebleu shape
+    with pytest.raises(ValueError, match="3 hypotheses but 1 reference"):
+        corpus_bleu(hyps, streams)
+    with pytest.raises(ValueError, match="no reference"):
+        reference_streams(2, [["a"], []])
+    with pytest.raises(TypeError):
+        reference_streams(1, "a bare string")
+
+
+def test_corpus_bleu_variable_reference_counts_match_sacrebleu_none_padding():
+    import sacrebleu
+
+    hyps = ["the cat sat on the mat", "a dog barked loudly"]
+    refs = [["the cat sat on the mat", "a cat sat on a mat"], ["the dog barked loudly"]]
+    streams = [["the cat sat on the mat", "the dog barked loudly"], ["a cat sat on a mat", None]]
+    assert abs(corpus_bleu(hyps, refs).score - sacrebleu.corpus_bleu(hyps, streams).score) <= TOL
+
+
+@pytest.mark.parametrize("name", ["bleu", "nltk_bleu", "chrf", "chrf_pp"])
+@pytest.mark.parametrize("hyp,ref", [("", "the cat"), ("   ", "the cat"), ("the cat", ""), ("the cat", "  \n ")])
+def test_empty_sides_score_zero_without_exception(name, hyp, ref):
+    row = get_metric(name).score_batch([_s(ref)], [hyp])[0]
+    assert row[name].status == "scored" and row[name].value == 0.0
+
+
+@pytest.mark.parametrize("smoothing", range(8))
+def test_nltk_bleu_each_smoothing_matches_nltk(smoothing):
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    tok = Tokenizer13a()
+    hyp = "the quick brown fox jumped over the lazy dog ."
+    refs = ["the quick brown fox jumps over the lazy dog.", "a fast brown fox leapt over a lazy dog"]
+    expected = sentence_bleu([tok(r).split() for r in refs], tok(hyp).split(), smoothing_function=getattr(SmoothingFunction(), f"method{smoothing}"))
+    got = get_metric("nltk_bleu", smoothing=smoothing).score_batch([_s(*refs)], [hyp])[0]["nltk_bleu"].value
+    assert abs(got - expected) <= TOL
+    assert f"smoothing:{smoothing}" in get_metric("nltk_bleu", smoothing=smoothing).signature()
+
+
+def test_nltk_bleu_method6_without_bigram_match_is_an_error_not_a_number():
+    row = get_metric("nltk_bleu", smoothing=6).score_batch([_s("alpha beta gamma delta")], ["delta gamma beta alpha"])[0]
+    assert row["nltk_bleu"].status == "error"
+
+
+def test_bleu_signature_records_sacrebleu_signature():
+    sig = get_metric("bleu", tokenize="intl", lowercase=True).signature()
+    assert "tok:intl" in sig and "case:lc" in sig and "sacrebleu:" in sig
+
+
+# --------------------------------------------------------------------------- ROUGE
+
+
+@pytest.mark.parametrize("example", ROUGE_WORKED_EXAMPLES, ids=lambda e: f"{e['metric']}-{e['source']}")
+def test_rouge_w_s_su_hand_worked_examples(example):
+    m = get_metric(example["metric"], **example["params"])
+    row = m.score_batch([_s(example["reference"])], [example["candidate"]])[0]
+    got = [row[f"{example['metric']}_{p}"].value for p in ("precision", "recall", "f")]
+    assert got == pytest.approx(list(example["expected"]), abs=TOL)
+
+
+def test_wlcs_rewards_consecutive_matches_lin_example():
+    x, y1, y2 = "ABCDEFG", "ABCDHIK", "AHBKCID"
+    assert abs(wlcs(list(x), list(y1), 2.0) - 16.0) <= TOL  # f(k)=k^2: one run of 4
+    assert abs(wlcs(list(x), list(y2), 2.0) - 4.0) <= TOL  # four runs of 1
+
+
+def test_skip_bigram_counts_follow_skip_distance():
+    toks = "a b c d e".split()
+    assert sum(skip_bigrams(toks, -1).values()) == 10  # C(5, 2)
+    assert sum(skip_bigrams(toks, 0).values()) == 4  # plain bigrams
+    assert sum(skip_bigrams(toks, 1).values()) == 7  # 4 + 3
+    assert rouge_s_prf([], toks) == (0.0, 0.0, 0.0)
+
+
+def test_rouge_lsum_punctuation_split_matches_rouge_score_on_pre_split_text():
+    from rouge_score import rouge_scorer
+
+    hyp = "The cat sat. It was happy! Then it left?"
+    ref = "A cat sat down. The cat was happy. It left."
+    scorer = rouge_scorer.RougeScorer(["rougeLsum"])
+    expected = scorer.score("A cat sat down.\nThe cat was happy.\nIt left.", "The cat sat.\nIt was happy!\nThen it left?")["rougeLsum"]
+    row = get_metric("rouge_lsum", sentence_split="punctuation").score_batch([_s(ref)], [hyp])[0]
+    assert abs(row["rouge_lsum_f"].value - expected.fmeasure) <= TOL
+    # without the split, one-line texts score as ROUGE-L
+    plain = get_metric("rouge_lsum").score_batch([_s(ref)], [hyp])[0]["rouge_lsum_f"].value
+    assert abs(plain - scorer.score(ref, hyp)["rougeLsum"].fmeasure) <= TOL
+
+
+def test_rouge_unicode_tokenizer_scores_cjk_where_default_gives_zero():
+    default = get_metric("rouge_1").score_batch([_s("我爱北京")], ["我爱北京"])[0]["rouge_1_f"].value
+    uni = get_metric("rouge_1", tokenizer="unicode").score_batch([_s("我爱北京")], ["我爱北京"])[0]["rouge_1_f"].value
+    assert default == 0.0 and uni == 1.0
+
+
+# --------------------------------------------------------------------------- SQuAD rules
+
+
+@pytest.mark.parametrize(
+    "pred,golds,em,qem",
+    [
+        ("", ("",), 1.0, 1.0),  # both empty: a match (SQuAD v2)
+        ("", ("Paris",), 0.0, 0.0),
+        ("The Paris!", ("paris",), 1.0, 1.0),
+        ("It is Paris, I think.", ("paris",), 0.0, 1.0),
+        ("Parisian", ("paris",), 0.0, 0.0),  # whole tokens only
+        ("cane corso", ("Japanese Terrier", "cane corso"), 1.0, 1.0),  # max over golds
+    ],
+)
+def test_squad_v2_rules(pred, golds, em, qem):
+    s = _s(*golds)
+    assert get_metric("exact_match").score_batch([s], [pred])[0]["exact_match"].value == em
+    assert get_metric("quasi_exact_match").score_batch([s], [pred])[0]["quasi_exact_match"].value == qem
+
+
+# --------------------------------------------------------------------------- METEOR
+
+
+def test_meteor_matches_nltk_with_wordnet_synonyms():
+    from nltk.corpus import wordnet
+    from nltk.translate.meteor_score import meteor_score
+
+    from metric_ops.meteor import meteor_tokens
+
+    hyp, ref = "The feline rested upon the rug.", "The cat sat on the mat."
+    expected = meteor_score([meteor_tokens(ref)], meteor_tokens(hyp), wordnet=wordnet)
+    got = get_metric("meteor").score_batch([_s(ref)], [hyp])[0]["meteor"].value
+    assert abs(got - expected) <= TOL
+    assert "wordnet:3.0" in get_metric("meteor").signature()
+
+
+def test_meteor_without_wordnet_says_how_to_install(tmp_path):
+    code = textwrap.dedent(
+        f"""
+        import nltk, pathlib
+        import metric_ops.meteor as m
+        m.DEFAULT_NLTK_DATA = pathlib.Path({str(tmp_path)!r})
+        nltk.data.path[:] = [{str(tmp_path)!r}]
+        try:
+            m.Meteor()
+        except m.WordNetMissingError as exc:
+            print("MISSING:", exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={"NLTK_DATA": str(tmp_path), "PATH": ""})
+    assert "MISSING:" in out.stdout, out.stderr
+    assert "setup_wordnet.sh" in out.stdout and "nltk.downloader wordnet" in out.stdout
+
+
+# --------------------------------------------------------------------------- BERTScore
+
+
+@pytest.mark.slow
+def test_bertscore_idf_refused_with_a_single_reference():
+    from metric_ops.bertscore import IdfUndefinedError
+
+    with pytest.raises(IdfUndefinedError, match="at least 2 reference"):
+        get_metric("bertscore", idf=True).score_batch([_s("the cat sat")], ["a cat sat"])
+
+
+@pytest.mark.slow
+def test_bertscore_empty_candidate_and_truncation_are_flagged():
+    m = get_metric("bertscore")
+    long_text = "word " * 700
+    rows = m.score_batch([_s("the cat sat"), _s(long_text)], ["", "word word word"])
+    assert rows[0]["bertscore_f1"].value == 0.0 and rows[0]["bertscore_precision"].value == 0.0
+    assert rows[0]["bertscore_f1"].detail["empty"] == ["candidate"]
+    trunc = rows[1]["bertscore_f1"].detail["truncated"]
+    assert trunc["max_length"] == 512 and trunc["reference_tokens_dropped"] == [700 - 510]
+    sig = m.signature()
+    assert "all-MiniLM-L6-v2" in sig and "num_layers:6" in sig and "idf:no" in sig
+
+
+@pytest.mark.slow
+def test_bertscore_layer_is_configurable_and_changes_the_number():
+    a = get_metric("bertscore", num_layers=3).score_batch([_s("the cat sat on the mat")], ["a dog lay on a rug"])[0]
+    b = get_metric("bertscore", num_layers=6).score_batch([_s("the cat sat on the mat")], ["a dog lay on a rug"])[0]
+    assert a["bertscore_f1"].value != b["bertscore_f1"].value
+    with pytest.raises(ValueError, match="num_layers"):
+        get_metric("bertscore", num_layers=7)
+    assert math.isfinite(a["bertscore_f1"].value)
