@@ -18,6 +18,8 @@ from resources.backends import GenerationRequest, GenerationResult, ModelBackend
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.generation_run import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake import LakeStore
+from resources.outbound import refuse_if_offline
+from assets.outbound_scope import outbound_scope
 from resources.logprobs import table_rows
 
 GENERATIONS_COLUMNS = [
@@ -54,6 +56,7 @@ class GenerationsConfig(dg.Config):
         "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in GENERATIONS_COLUMNS]),
     },
 )
+@outbound_scope  # anonymiser + outbound ledger for API calls (privacy issue)
 def generations(
     context: dg.AssetExecutionContext, config: GenerationsConfig, lake: LakeStore, backends: ModelBackends
 ) -> dg.MaterializeResult:
@@ -65,6 +68,7 @@ def generations(
     dataset = evaluation_row(lake, fingerprint)["dataset"]
     spec_string = model_spec(lake, model, fingerprint)
     backend = backends.backend_for(spec_string, spec.runtime)
+    refuse_if_offline("backend", spec_string, backend.locality)  # before any client or socket
     samples = load_samples(lake, fingerprint)
     adapter = make_adapter(spec.adapter, samples)
     requests, failed = [], []

@@ -21,6 +21,9 @@ from pipelines.partitions import model_fingerprint_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.judges import judge_session, merged_params
 from resources.lake import LakeStore
+from resources.outbound import offline_mode
+from resources.privacy import anonymised_references, offline_refusal_rows
+from assets.outbound_scope import outbound_scope
 from resources.metric_inputs import MetricInputs
 
 SCORES_COLUMNS = [
@@ -60,6 +63,7 @@ def score_partition(
     spec = evaluation_spec(lake, fingerprint)
     dataset = evaluation_row(lake, fingerprint)["dataset"]
     samples = load_samples(lake, fingerprint)
+    samples = anonymised_references(lake, samples, model, fingerprint, spec.privacy)  # privacy.references
     gens = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "output", "status"])
     if gens.height == 0:
         raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")
@@ -75,6 +79,9 @@ def score_partition(
             # annotation values / token log-probabilities where the metric asks for them (issue 7)
             metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, params))
             emitted.extend(metric.emitted())
+            if metric.locality == "external" and offline_mode():  # refused before any client or socket
+                rows.extend(offline_refusal_rows(metric, metric_samples))
+                continue
             with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
                 rows.extend(score_rows(metric, metric_samples, metric_outputs, progress=bar.update))
     # human ratings rate the dataset's own output: they are scores only of a model whose
@@ -127,6 +134,7 @@ def score_metadata(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in SCORES_COLUMNS]),
     },
 )
+@outbound_scope  # anonymiser + outbound ledger for judge calls (privacy issue)
 def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeStore) -> dg.MaterializeResult:
     """Metric scores per sample (value, direction, dimension, status, detail, signature), partitioned by model x fingerprint."""
     started = utcnow()

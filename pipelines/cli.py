@@ -109,11 +109,16 @@ def demo(lake: Optional[str] = LakeOption, limit: Optional[int] = typer.Option(N
 def run(
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="Evaluation spec (YAML): name, dataset, models, metrics."),
     lake: Optional[str] = LakeOption,
+    offline: bool = typer.Option(False, "--offline", help="Offline mode: every external metric/backend is refused before any connection (FACETLAKE_OFFLINE=1)."),
+    anonymise: Optional[str] = typer.Option(None, "--anonymise", help="Anonymise outbound text: off, rule_based, presidio, model (comma list). FACETLAKE_ANONYMISE_FORCE still applies."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Practitioner profile (technical_expert, domain_expert, compliance_officer, or a YAML file): adds its metrics and shows its output form."),
 ) -> None:
     """Register an evaluation spec and materialise it end to end (samples → generations → scores → summary)."""
-    from resources.evaluation import EvaluationSpec
+    from pipelines.cli_audit import after_run, spec_for_run
 
-    _run_specs([EvaluationSpec.from_yaml(config)], _lake(lake), f"{config.name}: mean per model x metric")
+    spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile)
+    _run_specs([spec], _lake(lake), f"{config.name}: mean per model x metric")
+    after_run(spec, _lake(lake))
 
 
 @app.command()
@@ -227,6 +232,7 @@ def ui(port: int = typer.Option(3000, help="Port for the Dagster UI."), lake: Op
 
 from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the demo-bfcl command)
 from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
+from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verify, profiles, anonymise: privacy issue)
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
 
 

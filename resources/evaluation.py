@@ -80,18 +80,23 @@ class EvaluationSpec:
     # the model the regression alert compares every other model against (issue 8);
     # not in the fingerprint
     baseline: str | None = None
+    # anonymisation before outbound calls (privacy issue, resources/privacy.py); in the
+    # fingerprint only when anonymisation is on (it changes what an API model sees)
+    privacy: dict[str, Any] = field(default_factory=dict)
+    # practitioner profile (resources/profiles.py): its recommended metrics are added
+    profile: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
         """Validate and build a spec; raises :class:`SpecError` naming the problem."""
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
-        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline"}
+        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline", "privacy", "profile"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
         for key in ("name", "dataset", "models", "metrics"):
-            if key not in data:
+            if key not in data and not (key == "metrics" and data.get("profile")):
                 raise SpecError(f"{where}: missing key {key!r}")
         models = data["models"]
         if isinstance(models, list):
@@ -101,9 +106,13 @@ class EvaluationSpec:
         for slug in models:
             if not MODEL_SLUG.match(str(slug)):
                 raise SpecError(f"{where}: model name {slug!r} must match [a-z0-9._-]+ (try {slugify_model(str(slug))!r})")
-        metrics = data["metrics"]
+        metrics = data.get("metrics") or []
         if isinstance(metrics, str):
             metrics = [metrics]
+        if data.get("profile"):
+            from resources.profiles import profile_metrics
+
+            metrics = profile_metrics(str(data["profile"]), [str(m) for m in metrics], data.get("metric_params"), where=where)
         adapter = {**DEFAULT_ADAPTER, **dict(data.get("adapter") or {})}
         generation = {**DEFAULT_GENERATION, **dict(data.get("generation") or {})}
         return cls(
@@ -117,6 +126,8 @@ class EvaluationSpec:
             metric_params={str(k): dict(v) for k, v in (data.get("metric_params") or {}).items()},
             runtime=_checked_runtime(data.get("runtime"), where),
             baseline=_checked_baseline(data.get("baseline"), models, where),
+            privacy=_checked_privacy(data.get("privacy"), where),
+            profile=str(data["profile"]) if data.get("profile") else None,
         )
 
     @classmethod
@@ -153,6 +164,8 @@ class EvaluationSpec:
             "annotators": self.annotators,
             "metric_params": self.metric_params,
             "runtime": self.runtime,
+            **({"privacy": self.privacy} if self.privacy else {}),
+            **({"profile": self.profile} if self.profile else {}),
             **({"baseline": self.baseline} if self.baseline is not None else {}),
         }
 
@@ -173,7 +186,21 @@ class EvaluationSpec:
 
         make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
         inputs.update(adapter_fingerprint_inputs(self.adapter))
+        if self.privacy and self.privacy.get("anonymise") not in (None, "off", []):
+            inputs["privacy"] = self.privacy
         return inputs
+
+
+def _checked_privacy(value: Any, where: str) -> dict[str, Any]:
+    """The ``privacy`` block, validated (resources/privacy.py); {} when absent."""
+    if not value:
+        return {}
+    from resources.privacy import PrivacyConfigError, validate_privacy
+
+    try:
+        return validate_privacy(value, f"{where}: privacy")
+    except PrivacyConfigError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str | None:

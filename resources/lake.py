@@ -238,6 +238,25 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", _TS),
         ]
     ),
+    # outbound ledger (privacy issue): one row per call that left the process; never the text or a key
+    "outbound_ledger": pa.schema(
+        [
+            ("called_at", _TS),
+            ("run_id", pa.string()),
+            ("fingerprint", pa.string()),
+            ("model", pa.string()),
+            ("host", pa.string()),
+            ("api_model", pa.string()),
+            ("purpose", pa.string()),
+            ("sample_id", pa.string()),
+            ("text_sha256", pa.string()),
+            ("n_chars", pa.int64()),
+            ("anonymised", pa.bool_()),
+            ("strategy", pa.string()),
+            ("entity_counts", pa.string()),
+            ("n_entities", pa.int64()),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),

@@ -82,6 +82,7 @@ def test_existing_placeholders_are_kept_and_numbering_continues():
 
 
 def test_presidio_strategy_runs_with_no_network(no_sockets):
+    pytest.importorskip("presidio_analyzer", reason="the presidio strategy needs the privacy extra: pip install -e '.[privacy]'")
     found = {(e.type, e.text) for e in PresidioNER().find("Write to jane.roe@example.com or 192.168.4.2.")}
     assert ("EMAIL_ADDRESS", "jane.roe@example.com") in found and ("IP_ADDRESS", "192.168.4.2") in found
     assert no_sockets == []
