@@ -3,7 +3,7 @@
 Pearson, Spearman and Kendall (tau-b) between every pair of score names over the
 samples both scored, and between each metric and each human rating (``human:*``), from
 :func:`metric_ops.meta_eval.correlation_rows`. Same-dimension metric pairs with
-Pearson r < 0.5 are flagged ``divergent`` with the samples that disagree most.
+direction-oriented Pearson r < 0.5 are flagged ``divergent`` with the samples that disagree most.
 
 Human ratings rate the dataset's own output (e.g. SF-RES's and QAGS's shipped system
 outputs), so metric-human pairs are computed only for models whose outputs are that
@@ -128,7 +128,7 @@ def correlations(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.Mater
             "human_ratings_correlated_for": ", ".join(reads["human_ratings_correlated_for"]) or "none (no model's outputs are the rated ones)",
             "meta_evaluation": dg.MetadataValue.md(markdown_table(meta)),
             "divergent_pairs": dg.MetadataValue.md(
-                f"same dimension, Pearson r < {DIVERGENCE_THRESHOLD}\n\n" + markdown_table(divergent)
+                f"same dimension, direction-oriented Pearson r < {DIVERGENCE_THRESHOLD}\n\n" + markdown_table(divergent)
             ),
             "chart": dg.MetadataValue.md("Spearman rho, metric vs human rating\n\n```\n" + chart + "\n```"),
             "reads": dg.MetadataValue.json(reads),

@@ -6,9 +6,11 @@ Pure (polars + :mod:`metric_ops.stats`). For one model's scores under one finger
 metric-metric pairs, metric-human pairs (``human:*``, the standard meta-evaluation of
 e.g. UniEval, Zhong et al. 2022) and human-human pairs.
 
-A metric-metric pair in the same transparency dimension whose Pearson r is below
-``divergence_threshold`` (0.5) is flagged ``divergent``: two metrics that claim to
-measure the same thing disagree. Every row lists the samples that disagree most: the
+A metric-metric pair in the same transparency dimension whose direction-oriented
+Pearson r is below ``divergence_threshold`` (0.5) is flagged ``divergent``: two metrics
+that claim to measure the same thing disagree. Oriented means multiplied by -1 once for
+each minimised score, so ``faithfulness`` (maximise) and ``hallucination`` (minimise) at
+r = -1 agree perfectly and are not flagged. Every row lists the samples that disagree most: the
 largest gaps between the two scores' percentile ranks (ties averaged), which is where
 to look to see why.
 
@@ -60,7 +62,8 @@ def correlation_rows(
 ) -> list[dict[str, Any]]:
     """One row per unordered pair of score names in ``scores`` (one model's rows).
 
-    ``scores`` columns: ``sample_id, metric, value, status, dimension``.
+    ``scores`` columns: ``sample_id, metric, value, status, dimension`` (and ``direction``,
+    used to orient the divergence test; maximise assumed without it).
     ``include_human=False`` drops pairs with a ``human:*`` score (ratings that are not
     about this model's outputs). Row keys: ``metric_a, metric_b, kind, dimension_a,
     dimension_b, same_dimension, n, pearson, pearson_p, spearman, spearman_p, kendall,
@@ -70,6 +73,8 @@ def correlation_rows(
     if not include_human:
         names = [n for n in names if not n.startswith(HUMAN_PREFIX)]
     dims = dict(scores.group_by("metric").agg(pl.col("dimension").first()).iter_rows())
+    signs = {m: (-1.0 if d == "minimize" else 1.0)
+             for m, d in scores.group_by("metric").agg(pl.col("direction").first()).iter_rows()} if "direction" in scores.columns else {}
     rows = []
     for a, b in combinations(names, 2):
         paired = paired_scores(scores, a, b)
@@ -91,10 +96,14 @@ def correlation_rows(
             row[f"{method}_p"] = corr.p_value
             if corr.note:
                 notes[method] = corr.note
+        oriented = None if row["pearson"] is None else row["pearson"] * signs.get(a, 1.0) * signs.get(b, 1.0)
         row["divergent"] = bool(
-            kind == "metric-metric" and row["same_dimension"] and row["pearson"] is not None and row["pearson"] < divergence_threshold
+            kind == "metric-metric" and row["same_dimension"] and oriented is not None and oriented < divergence_threshold
         )
-        detail: dict[str, Any] = {"divergence_rule": f"same dimension and pearson < {divergence_threshold}"}
+        detail: dict[str, Any] = {
+            "divergence_rule": f"same dimension and direction-oriented pearson < {divergence_threshold}",
+            "pearson_oriented": oriented,
+        }
         if notes:
             detail["notes"] = notes
         if paired.height >= 2:

@@ -385,14 +385,19 @@ def section_hallucination(d: ReportData, figs: Figures) -> Section:
         values = np.clip(ok.filter(pl.col("model") == model)["value"].to_numpy(), 0.0, 1.0)
         counts, _ = np.histogram(values, bins=edges)
         flagged_total += int((values < HALLUCINATION_FLAG).sum())
-        colors = ["#d62728" if edges[b + 1] <= HALLUCINATION_FLAG + 1e-9 else PALETTE[i % len(PALETTE)] for b in range(10)]
-        fig.add_trace(go.Bar(x=labels, y=counts.tolist(), name=model, marker=dict(color=colors, line=dict(color="#333", width=1)),
-                             hovertemplate="faithfulness %{x}: %{y} samples<extra>" + model + "</extra>"))
+        flagged = [edges[b + 1] <= HALLUCINATION_FLAG + 1e-9 for b in range(10)]
+        fig.add_trace(go.Bar(
+            x=labels, y=counts.tolist(), name=model,
+            marker=dict(color=PALETTE[i % len(PALETTE)],
+                        line=dict(color=["#d62728" if f else "#333333" for f in flagged], width=[2.5 if f else 0.5 for f in flagged]),
+                        pattern=dict(shape=["/" if f else "" for f in flagged], fgcolor="#d62728")),
+            customdata=["flagged (below %.1f)" % HALLUCINATION_FLAG if f else "" for f in flagged],
+            hovertemplate="faithfulness %{x}: %{y} samples %{customdata}<extra>" + model + "</extra>"))
     fig.add_vrect(x0=-0.5, x1=6.5, fillcolor="#d62728", opacity=0.07, line_width=0,
                   annotation_text=f"flagged: faithfulness < {HALLUCINATION_FLAG}", annotation_position="top left")
     fig.update_layout(barmode="group", xaxis_title="faithfulness (fraction of supported claims)", yaxis_title="samples")
     return Section("hallucination", title, True, figs.div(fig)
-                   + f"<p class='cap'>Ten bins; the bins below {HALLUCINATION_FLAG} (red) are flagged as likely hallucination: "
+                   + f"<p class='cap'>Ten bins; the bins below {HALLUCINATION_FLAG} (red outline, hatched, shaded band) are flagged as likely hallucination: "
                      f"{flagged_total} scored samples in all.</p>")
 
 
@@ -428,7 +433,7 @@ def section_correlations(d: ReportData, figs: Figures) -> Section:
               "human": r["metric_a"] if r["metric_a"].startswith("human:") else r["metric_b"], "n": r["n"],
               "pearson": r["pearson"], "spearman": r["spearman"], "kendall": r["kendall"]} for r in meta])
     if divergent:
-        body += "<h3>Divergent same-dimension pairs (Pearson r &lt; 0.5)</h3>" + html_table(
+        body += "<h3>Divergent same-dimension pairs (Pearson r &lt; 0.5, sign flipped once per minimised score)</h3>" + html_table(
             [{"model": r["model"], "metric a": r["metric_a"], "metric b": r["metric_b"], "pearson": r["pearson"],
               "most disagreeing samples": ", ".join(str(s["sample_id"]) for s in r["detail"].get("most_disagreeing", []))}
              for r in divergent])
@@ -511,6 +516,7 @@ def section_sample_heatmap(d: ReportData, figs: Figures) -> Section:
     for model in sorted(set(ok["model"].to_list()))[:MAX_RUNS]:
         wide = ok.filter(pl.col("model") == model).pivot(on="metric", index="sample_id", values="value", aggregate_function="first")
         lookup = {r["sample_id"]: r for r in wide.iter_rows(named=True)}
+        metrics = [m for m in sorted(ranges) if m in wide.columns]  # only the scores this model has
         ids = [s for s in order if s in lookup]
         pages = [ids[i:i + PAGE_SIZE] for i in range(0, len(ids), PAGE_SIZE)] or [[]]
         fig = go.Figure()
@@ -521,7 +527,7 @@ def section_sample_heatmap(d: ReportData, figs: Figures) -> Section:
                                      customdata=raw, hovertemplate="sample %{y}<br>%{x}: %{customdata}<extra></extra>",
                                      colorbar=dict(title="scaled")))
         steps = [dict(method="update", label=str(p + 1), args=[{"visible": [q == p for q in range(len(pages))]},
-                                                               {"title": f"{model}: samples {p * PAGE_SIZE + 1}–{p * PAGE_SIZE + len(page)} of {len(ids)}"}])
+                                                               {"title.text": f"{model}: samples {p * PAGE_SIZE + 1}–{p * PAGE_SIZE + len(page)} of {len(ids)}"}])
                  for p, page in enumerate(pages)]
         fig.update_layout(title=f"{model}: samples 1–{len(pages[0])} of {len(ids)}", yaxis=dict(autorange="reversed", type="category"),
                           sliders=[dict(active=0, currentvalue=dict(prefix="page "), pad=dict(t=40), steps=steps)])
@@ -662,7 +668,9 @@ def section_samples(d: ReportData, limit: int = 30) -> Section:
         if ctx:
             inner.append(f"<details><summary>Context ({len(s['context'])} passage(s))</summary>{ctx}</details>")
         if refs:
-            inner.append(f"<div><b>References</b><ul>{refs}</ul></div>")
+            n_chars = sum(len(x) for x in (s["references"] or []))
+            inner.append(f"<details><summary>References ({len(s['references'])}, {n_chars} characters)</summary><ul>{refs}</ul></details>"
+                         if n_chars > 300 else f"<div><b>References</b><ul>{refs}</ul></div>")
         for model in models:
             g = gens.get((model, sid))
             answer = "∅ (no generation)" if g is None else (g["output"] if g["status"] == "ok" else f"error: {g['error']}")
@@ -671,9 +679,12 @@ def section_samples(d: ReportData, limit: int = 30) -> Section:
             score_cells = ", ".join(f"{esc(r['metric'])} {fmt(r['value'], 3) if r['status'] == 'scored' else esc(r['status'])}"
                                     for r in sorted(values.get((model, sid), []), key=lambda r: r["metric"]))
             extra = []
+            shown_claims: set[str] = set()
             for r in by_key.get((model, sid), []):
                 det = r["detail_obj"]
-                if det.get("claims"):
+                claims_key = json.dumps(det.get("claims"), sort_keys=True) if det.get("claims") else ""
+                if claims_key and claims_key not in shown_claims:  # faithfulness and hallucination share one claim list
+                    shown_claims.add(claims_key)
                     claims = "".join(
                         f"<tr class='v-{esc(c.get('verdict'))}'><td>{esc(c.get('claim'))}</td><td>{esc(c.get('verdict'))}</td>"
                         f"<td>{esc(c.get('evidence'))}</td></tr>" for c in det["claims"])
