@@ -46,8 +46,8 @@ def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: p
     }
 
 
-_COST_KEYS = ("cost_usd", "total_cost_usd", "cost")
-_SIZE_KEYS = ("n_parameters", "num_parameters", "parameters")
+_COST_KEYS = ("cost_usd", "total_cost_usd")
+_SIZE_KEYS = ("model_parameters", "n_parameters", "num_parameters")
 _BYTES_KEYS = ("size_bytes", "model_size_bytes")
 
 
@@ -69,12 +69,23 @@ def _find_number(obj: Any, keys: tuple[str, ...]) -> float | None:
     return None
 
 
+def _cost(prov: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """(total, currency) from ``performance.cost`` (live backends, docs/backends.md), else a
+    bare ``cost_usd``-like number anywhere in the provenance."""
+    cost = (prov.get("performance") or {}).get("cost") if isinstance(prov.get("performance"), Mapping) else None
+    if isinstance(cost, Mapping) and isinstance(cost.get("total"), (int, float)):
+        return float(cost["total"]), cost.get("currency")
+    found = _find_number(prov, _COST_KEYS)
+    return found, ("USD" if found is not None else None)
+
+
 def resource_figures(
     lake: LakeStore, fingerprint: str, models: Iterable[str], versions: Mapping[str, int | None]
 ) -> dict[str, dict[str, Any]]:
     """Per model: mean latency (s/sample), mean tokens in/out per sample from
-    ``generations``; wall time, cost (USD) and size (parameters, else bytes) from the
-    latest ``generations`` run's provenance in ``runs``. Missing figures are None."""
+    ``generations``; wall time, cost (``performance.cost.total`` with its currency) and
+    size (parameters, else bytes) from the latest ``generations`` run's provenance in
+    ``runs``. Missing figures are None (a precomputed or heuristic system has no cost)."""
     gens = read_pinned(lake, "generations", versions, {"fingerprint": fingerprint})
     runs = read_pinned(lake, "runs", versions, {"fingerprint": fingerprint})
     if runs.height:
@@ -95,11 +106,13 @@ def resource_figures(
         if r.height:
             prov = json.loads(r["provenance"][-1] or "{}")
         size = _find_number(prov, _SIZE_KEYS)
+        cost, currency = _cost(prov)
         out[model] = {
             "latency_s": mean("latency_s"),
             "tokens_in": mean("tokens_in"),
             "tokens_out": mean("tokens_out"),
-            "cost_usd": _find_number(prov, _COST_KEYS),
+            "cost": cost,
+            "cost_currency": currency,
             "size": size if size is not None else _find_number(prov, _BYTES_KEYS),
             "size_unit": "parameters" if size is not None else ("bytes" if _find_number(prov, _BYTES_KEYS) is not None else None),
             "wall_s": _find_number(prov, ("wall_s",)),

@@ -250,7 +250,7 @@ def _worst_value(direction: str, binary: bool, value_range: tuple[float, float] 
     return None
 
 
-RESOURCE_AXES = ("latency_s", "tokens_in", "tokens_out", "cost_usd", "size")
+RESOURCE_AXES = ("latency_s", "tokens_in", "tokens_out", "cost", "size")
 
 
 def tradeoff_rows(metric_rows: Sequence[Mapping[str, Any]], resources: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -318,7 +318,7 @@ def section_headline(d: ReportData) -> Section:
         for r in sorted(trade, key=lambda r: (r["metric"], r["model"])):
             res = r["detail"].get("resources", {})
             trow.append({"metric": r["metric"], "model": r["model"], "mean": r["mean"], "latency s/sample": res.get("latency_s"),
-                         "tokens in": res.get("tokens_in"), "tokens out": res.get("tokens_out"), "cost USD": res.get("cost_usd"),
+                         "tokens in": res.get("tokens_in"), "tokens out": res.get("tokens_out"), "cost": None if res.get("cost") is None else f"{res['cost']:.4g} {res.get('cost_currency') or ''}".strip(),
                          "size": res.get("size"), "Pareto-optimal on": ", ".join(r["detail"].get("pareto_optimal_on", [])) or "-"})
         body += f"<details><summary>Trade-off: quality against latency, tokens, cost and size</summary>{html_table(trow)}</details>"
     return Section("headline", "Per-metric statistics and verdicts", True, body)

@@ -240,3 +240,43 @@ def test_demo_report_says_which_sections_lack_data_and_pages_in_chromium(demo_la
         assert [u for u in requests if not u.startswith("file:")] == []
         page.screenshot(path=str(tmp_path / "demo.png"))
         assert (tmp_path / "demo.png").stat().st_size > 20_000
+
+
+def test_definitions_hold_the_analysis_assets_and_the_regression_check():
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    deps = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
+    assert {"scores", "generations"} <= deps["comparisons"] and "scores" in deps["correlations"]
+    assert "check_comparisons_no_regression" in {k.name for k in graph.asset_check_keys}
+    # scheduled runs materialise scores; the analysis follows them by declarative automation
+    assert graph.get(__import__("dagster").AssetKey("comparisons")).automation_condition is not None
+
+
+def test_tradeoff_resources_come_from_generations_and_runs_provenance(tmp_path):
+    import datetime as dt
+
+    from assets.analysis_common import pinned_versions, resource_figures
+    from resources.lake import SCHEMAS, LakeStore
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    fp = "a" * 64
+    now = dt.datetime.now(dt.timezone.utc)
+    gens = []
+    for i, (lat, tin, tout, status) in enumerate([(0.5, 10, 4, "ok"), (1.5, 12, 6, "ok"), (None, 11, None, "error")]):
+        row = {n: None for n in SCHEMAS["generations"].names}
+        row.update(model="m1", fingerprint=fp, dataset="d", sample_id=str(i), status=status, latency_s=lat, tokens_in=tin,
+                   tokens_out=tout, created_at=now)
+        gens.append(row)
+    lake.replace("generations", gens, {"model": "m1", "fingerprint": fp})
+    prov = {"performance": {"wall_s": 3.0, "cost": {"total": 0.0123, "currency": "USD"}, "model_parameters": 1_500_000,
+                            "model_size_bytes": 6_000_000}}
+    lake.append("runs", [{"run_id": "r1", "asset": "generations", "model": "m1", "fingerprint": fp, "dataset": "d",
+                          "table_name": "generations", "table_version": 0, "rows": 3, "started_at": now, "finished_at": now,
+                          "mode": "online", "provenance": json.dumps(prov)}])
+    res = resource_figures(lake, fp, ["m1", "m2"], pinned_versions(lake))
+    m1 = res["m1"]
+    assert m1["latency_s"] == pytest.approx(1.0) and m1["tokens_in"] == pytest.approx(11.0) and m1["tokens_out"] == pytest.approx(5.0)
+    assert (m1["cost"], m1["cost_currency"], m1["size"], m1["size_unit"], m1["wall_s"]) == (0.0123, "USD", 1_500_000, "parameters", 3.0)
+    assert (m1["n_generations"], m1["n_errors"]) == (3, 1)
+    assert res["m2"]["cost"] is None and res["m2"]["latency_s"] is None  # nothing recorded: None, never 0
