@@ -38,12 +38,14 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime
 
 @dataclass(frozen=True)
 class TokenLogprob:
-    """One generated token: its text, natural-log probability and the top-k alternatives
-    ``((token, logprob), ...)`` at that position (OpenAI ``logprobs.content`` shape)."""
+    """One generated token: its text, natural-log probability, the top-k alternatives
+    ``((token, logprob), ...)`` at that position (OpenAI ``logprobs.content`` shape) and,
+    where the backend knows it, the character offset of the token in the reply."""
 
     token: str
     logprob: float
     top: tuple[tuple[str, float], ...] = ()
+    start: int | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class JudgeReply:
 
     def to_json(self) -> str:
         """Compact JSON for a cache row."""
-        lp = None if self.logprobs is None else [[t.token, t.logprob, [list(a) for a in t.top]] for t in self.logprobs]
+        lp = None if self.logprobs is None else [[t.token, t.logprob, [list(a) for a in t.top], t.start] for t in self.logprobs]
         return json.dumps({"text": self.text, "logprobs": lp}, ensure_ascii=False)
 
     @classmethod
@@ -64,7 +66,8 @@ class JudgeReply:
         """Inverse of :meth:`to_json`."""
         data = json.loads(payload)
         lp = data.get("logprobs")
-        tokens = None if lp is None else tuple(TokenLogprob(t, float(l), tuple((a, float(b)) for a, b in top)) for t, l, top in lp)
+        tokens = None if lp is None else tuple(
+            TokenLogprob(t[0], float(t[1]), tuple((a, float(b)) for a, b in t[2]), t[3] if len(t) > 3 else None) for t in lp)
         return cls(text=data["text"], logprobs=tokens)
 
 
@@ -396,14 +399,18 @@ def probability_weighted_score(
         return None, {}, "none: the judge returned no log-probabilities"
     if offset is None:
         return None, {}, "none: the score's position in the reply is unknown"
-    if "".join(t.token for t in logprobs) != text:
+    if all(t.start is not None for t in logprobs):
+        starts = [int(t.start) for t in logprobs]  # type: ignore[arg-type]
+    elif "".join(t.token for t in logprobs) == text:
+        starts = [0]
+        for t in logprobs[:-1]:
+            starts.append(starts[-1] + len(t.token))
+    else:
         return None, {}, "none: the log-probability tokens do not spell the reply"
-    pos = 0
-    for tok in logprobs:
+    for tok, pos in zip(logprobs, starts):
         end = pos + len(tok.token)
         if pos <= offset < end:
             break
-        pos = end
     else:
         return None, {}, "none: no token covers the score"
     digits = re.match(r"[-+]?\d+(?:\.\d+)?", text[offset:])

@@ -54,7 +54,8 @@ def _logprobs_from_openai(choice: Any) -> tuple[TokenLogprob, ...] | None:
 
 
 def _logprobs_from_records(records: Any) -> tuple[TokenLogprob, ...] | None:
-    """Token records ``[{token, logprob, top_logprobs: [{token, logprob}] | {token: logprob}}]``."""
+    """Token records ``[{token, logprob, char_start?, top_logprobs: [{token, logprob}] | {token: logprob}}]``
+    (the live backends' ``extra["token_logprobs"]``)."""
     if not records:
         return None
     out = []
@@ -65,8 +66,10 @@ def _logprobs_from_records(records: Any) -> tuple[TokenLogprob, ...] | None:
         else:
             pairs = tuple((str(t.get("token")), float(t.get("logprob"))) if isinstance(t, Mapping) else (str(t[0]), float(t[1]))
                           for t in top)
-        lp = float(r.get("logprob", -math.inf))
-        out.append(TokenLogprob(str(r.get("token", "")), lp, pairs))
+        lp = r.get("logprob")
+        start = r.get("char_start")
+        out.append(TokenLogprob(str(r.get("token", "")), -math.inf if lp is None else float(lp), pairs,
+                                None if start is None else int(start)))
     return tuple(out)
 
 
@@ -131,7 +134,7 @@ class BackendJudge:
         if kind not in BACKENDS:
             raise JudgeSpecError(f"judge {spec!r}: the {PLANNED.get(kind, kind)} backend is not available in this installation")
         self.identity = spec
-        self.backend = BACKENDS[kind](spec)
+        self.backend = BACKENDS[kind](spec, None)
         self.locality = getattr(self.backend, "locality", "local")
 
     def complete(self, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None = None, **decoding: Any) -> JudgeReply:
@@ -143,7 +146,8 @@ class BackendJudge:
         if result.status != "ok" or result.output is None:
             raise RuntimeError(f"judge {self.identity} failed: {result.error}")
         extra = result.extra or {}
-        return JudgeReply(result.output, _logprobs_from_records(extra.get("logprobs") or extra.get("tokens")))
+        records = extra.get("token_logprobs") or extra.get("logprobs")
+        return JudgeReply(result.output, _logprobs_from_records(records))
 
 
 @functools.lru_cache(maxsize=32)

@@ -158,3 +158,16 @@ def test_halueval_meta_eval_path(server, judge_spec):
     row = payload[0]
     assert row["rows"] == 3 and row["error"] == 3 and row["auroc_hallucination"] is None
     assert "AUROC undefined" in result.output and "raw reply" in result.output
+
+
+def test_local_hf_judge_through_the_backend_is_local_and_errors_keep_raw_text():
+    from metric_ops.base import Sample
+    from metric_ops.judged import ContextRelevance
+    from tests.support.tiny_lm import build_tiny_lm
+    import resources.judges  # noqa: F401
+
+    metric = ContextRelevance(judge=f"hf:{build_tiny_lm()}", max_tokens=8, max_attempts=1, concurrency=1)
+    assert metric.locality == "local"
+    score = metric.score_batch([Sample("s", input="q?", context=("A fact. Another fact.",))], ["a"])[0]["context_relevance"]
+    assert score.status == "error" and isinstance(score.detail["raw_reply"], str)
+    assert "unparseable judge reply" in score.detail["error"]

@@ -445,3 +445,15 @@ def test_auroc():
     assert auroc([1, 1, 0, 0], [0.9, 0.8, 0.1, 0.2]) == 1.0
     assert auroc([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5]) == 0.5
     assert auroc([1, 1], [0.2, 0.3]) is None
+
+
+def test_weighting_uses_backend_character_offsets_when_tokens_do_not_spell_the_reply():
+    text = 'Score: 4'
+    # byte-level pieces that do not concatenate to the text, but carry offsets
+    toks = (TokenLogprob("Score", -0.1, (), 0), TokenLogprob(":", -0.1, (), 5), TokenLogprob("Ġ4", -0.2, (("Ġ4", math.log(0.8)), ("Ġ5", math.log(0.2))), 6))
+    weighted, probs, _ = probability_weighted_score(toks, 7, text, 1, 5)
+    assert weighted is None  # "Ġ4" is not the digits "4": refused rather than guessed
+    toks = (TokenLogprob("Score:", -0.1, (), 0), TokenLogprob(" 4", -0.2, ((" 4", math.log(0.8)), (" 5", math.log(0.2))), 6))
+    weighted, probs, _ = probability_weighted_score(toks, 7, text, 1, 5)
+    assert weighted == pytest.approx(4.2) and probs == pytest.approx({"4": 0.8, "5": 0.2})
+    assert JudgeReply.from_json(JudgeReply(text, toks).to_json()) == JudgeReply(text, toks)
