@@ -456,12 +456,18 @@ class JudgeCall:
     cached: int
 
 
+RETRY_MESSAGE = ("Your reply could not be read: {error}. Answer again with exactly one JSON object in the "
+                 "requested format and nothing else.")
+
+
 class JudgeCaller:
     """Asks one judge with fixed decoding settings, through the cache, re-asking on a
     parse failure at most ``max_attempts`` times in all (tenacity).
 
-    Each attempt has its own cache key (salt ``<salt>#a<n>``), so a retry is a fresh
-    call, and a re-run replays the same attempts from the cache at no cost.
+    A re-ask appends the unreadable reply and the parse error to the conversation
+    (:data:`RETRY_MESSAGE`), so even a deterministic judge gets a different request. Each
+    attempt has its own cache key (salt ``<salt>#a<n>``), so a re-run replays the same
+    attempts from the cache at no cost.
     """
 
     def __init__(self, judge: Judge, decoding: Mapping[str, Any], purpose: str, max_attempts: int = 2,
@@ -497,7 +503,9 @@ class JudgeCaller:
         import tenacity
 
         raws: list[str] = []
+        failures: list[str] = []
         cached = 0
+        conversation = list(messages)
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.max_attempts),
             retry=tenacity.retry_if_exception_type(JudgeParseError),
@@ -507,10 +515,17 @@ class JudgeCaller:
             for attempt in retrying:
                 with attempt:
                     n = attempt.retry_state.attempt_number
-                    reply, hit = self.complete(messages, sample_id, f"{salt}#a{n}")
+                    if n > 1:  # re-ask with the parse error, as a validation-feedback loop does
+                        conversation = [*messages, {"role": "assistant", "content": raws[-1]},
+                                        {"role": "user", "content": RETRY_MESSAGE.format(error=failures[-1])}]
+                    reply, hit = self.complete(conversation, sample_id, f"{salt}#a{n}")
                     cached += int(hit)
                     raws.append(reply.text)
-                    value = parse(reply)
+                    try:
+                        value = parse(reply)
+                    except JudgeParseError as exc:
+                        failures.append(str(exc))
+                        raise
                     return JudgeCall(value, reply, raws, cached)
         except JudgeParseError as exc:
             raise JudgeParseError(f"{exc} (after {len(raws)} attempt{'s' if len(raws) != 1 else ''})", raws) from None

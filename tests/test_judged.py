@@ -457,3 +457,13 @@ def test_weighting_uses_backend_character_offsets_when_tokens_do_not_spell_the_r
     weighted, probs, _ = probability_weighted_score(toks, 7, text, 1, 5)
     assert weighted == pytest.approx(4.2) and probs == pytest.approx({"4": 0.8, "5": 0.2})
     assert JudgeReply.from_json(JudgeReply(text, toks).to_json()) == JudgeReply(text, toks)
+
+
+def test_a_reask_carries_the_unreadable_reply_and_the_parse_error():
+    judge = ScriptedJudge(["Looks fine to me.", '{"reasoning": "ok", "score": 4}'])
+    caller_metric = GEval(judge=judge, criteria=[{"name": "c", "description": "", "steps": STEPS}], concurrency=1)
+    assert caller_metric.score_batch([SAMPLE], ["Paris."])[0]["g_eval"].value == 0.75
+    second = judge.calls[1]
+    assert second[:-2] == judge.calls[0]
+    assert second[-2] == {"role": "assistant", "content": "Looks fine to me."}
+    assert "could not be read" in second[-1]["content"] and "no labelled score" in second[-1]["content"]
