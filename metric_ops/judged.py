@@ -148,7 +148,7 @@ DEFAULT_CRITERION = {
 
 def _normalise_criteria(criteria: Any) -> list[dict[str, Any]]:
     if criteria is None:
-        return [dict(DEFAULT_CRITERION)]
+        criteria = [DEFAULT_CRITERION]
     if isinstance(criteria, Mapping):
         criteria = [{"name": k, **(v if isinstance(v, Mapping) else {"description": str(v)})} for k, v in criteria.items()]
     out = []
