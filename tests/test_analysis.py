@@ -76,7 +76,7 @@ def test_comparisons_on_the_real_data_are_right_and_name_what_they_read(demo_lak
     comp = lake.read("comparisons", where={"fingerprint": fp})
     scores = lake.read("scores", where={"fingerprint": fp})
     stats_rows = comp.filter(pl.col("kind") == "model_metric")
-    assert set(stats_rows["model"]) == {"sfres-system", "sfres-copy-input-heuristic"}
+    assert set(stats_rows["model"]) == {"sfres-system", "copy-input"}
     assert not any(m.startswith("human:") for m in stats_rows["metric"])
     for r in stats_rows.iter_rows(named=True):
         vals = scores.filter((pl.col("model") == r["model"]) & (pl.col("metric") == r["metric"]) & (pl.col("status") == "scored"))["value"]
@@ -85,10 +85,10 @@ def test_comparisons_on_the_real_data_are_right_and_name_what_they_read(demo_lak
     winners = {r["metric"]: r["model"] for r in stats_rows.filter(pl.col("is_winner")).iter_rows(named=True)}
     assert winners["token_f1"] == "sfres-system" and winners["bleu"] == "sfres-system"
     pw = comp.filter(pl.col("kind") == "pairwise")
-    assert set(pw["baseline"]) == {"sfres-system"} and set(pw["model"]) == {"sfres-copy-input-heuristic"}
+    assert set(pw["baseline"]) == {"sfres-system"} and set(pw["model"]) == {"copy-input"}
     em = pw.filter(pl.col("metric") == "exact_match").row(0, named=True)
     x = scores.filter((pl.col("model") == "sfres-system") & (pl.col("metric") == "exact_match")).sort("sample_id")["value"].to_numpy()
-    y = scores.filter((pl.col("model") == "sfres-copy-input-heuristic") & (pl.col("metric") == "exact_match")).sort("sample_id")["value"].to_numpy()
+    y = scores.filter((pl.col("model") == "copy-input") & (pl.col("metric") == "exact_match")).sort("sample_id")["value"].to_numpy()
     b, c = int(((x == 1) & (y == 0)).sum()), int(((x == 0) & (y == 1)).sum())
     assert em["test"] == "mcnemar-exact" and em["p_value"] == pytest.approx(sps.binomtest(b, b + c, 0.5).pvalue)
     assert pw["p_holm"].to_list() == pytest.approx(stats.holm(pw["p_value"].to_list()))
@@ -96,13 +96,13 @@ def test_comparisons_on_the_real_data_are_right_and_name_what_they_read(demo_lak
     reads = {json.dumps(json.loads(s), sort_keys=True) for s in comp["reads"]}
     assert len(reads) == 1
     read = json.loads(reads.pop())
-    assert sorted(read["partitions"]["scores"]) == sorted(f"{fp}|{m}" for m in ("sfres-system", "sfres-copy-input-heuristic"))
+    assert sorted(read["partitions"]["scores"]) == sorted(f"{fp}|{m}" for m in ("sfres-system", "copy-input"))
     runs = lake.read("runs", where={"fingerprint": fp})
     comp_run = runs.filter(pl.col("asset") == "comparisons").sort("finished_at").row(-1, named=True)
     assert json.loads(comp_run["provenance"])["read"]["scores"] == read["table_versions"]["scores"]
     scores_versions = runs.filter(pl.col("asset") == "scores")["table_version"].to_list()
     assert read["table_versions"]["scores"] >= max(scores_versions)
-    assert set(read["scores_run_ids"]) == {"sfres-system", "sfres-copy-input-heuristic"}
+    assert set(read["scores_run_ids"]) == {"sfres-system", "copy-input"}
 
 
 @pytest.mark.slow
