@@ -50,6 +50,23 @@ def load_wordnet() -> Any:
     return wordnet
 
 
+def reopen_wordnet_files() -> None:
+    """Make this process open its own WordNet data files.
+
+    NLTK's reader keeps one open file per part of speech and reads it with seek + readline.
+    A process forked after those files were opened shares their offsets with its parent
+    and siblings, so concurrent reads interleave and return wrong synsets (seen as
+    ``'NoneType' object has no attribute 'lemmas'``). Call this first thing in a forked
+    worker."""
+    from nltk.corpus import wordnet
+
+    try:
+        if hasattr(wordnet, "_data_file_map"):
+            wordnet._data_file_map = {}
+    except LookupError:  # WordNet not installed: nothing is open
+        pass
+
+
 class _MemoWordNet:
     """WordNet reader whose ``synsets(word)`` is memoised: the same synset lists, so the
     same METEOR values, without re-reading the index for every repeated word."""

@@ -28,6 +28,10 @@ _WORKER_METRICS: dict[str, Metric] = {}
 
 
 def _init_worker(specs: list[tuple[str, str, dict[str, Any]]]) -> None:
+    from metric_ops.meteor import reopen_wordnet_files
+
+    # forked from a parent that may hold open WordNet files: never share their offsets
+    reopen_wordnet_files()
     _WORKER_METRICS.clear()
     for key, name, params in specs:
         _WORKER_METRICS[key] = get_metric(name, **params)

@@ -177,10 +177,11 @@ def test_squad_v2_rules(pred, golds, em, qem):
 
 
 def test_meteor_matches_nltk_with_wordnet_synonyms():
-    from nltk.corpus import wordnet
     from nltk.translate.meteor_score import meteor_score
 
-    from metric_ops.meteor import meteor_tokens
+    from metric_ops.meteor import load_wordnet, meteor_tokens
+
+    wordnet = load_wordnet()  # NLTK's own reader, found through NLTK_DATA or ./.nltk_data
 
     hyp, ref = "The feline rested upon the rug.", "The cat sat on the mat."
     expected = meteor_score([meteor_tokens(ref)], meteor_tokens(hyp), wordnet=wordnet)
