@@ -174,7 +174,7 @@ def _write_spec(path: Path, model: str, annotators: list, runtime: dict, n: int 
     return path
 
 
-def test_cli_run_hf_end_to_end_generate_score_sql(tiny_lm, tmp_path, monkeypatch):
+def test_cli_run_hf_end_to_end_generate_score_sql(tiny_lm, tmp_path, dagster_home):
     """`facetlake run` with models: {tiny: "hf:PATH"}: generations, token log-probs, annotations,
     epistemic scores, cost/performance in runs, all queryable with `facetlake sql`."""
     from typer.testing import CliRunner
@@ -182,8 +182,6 @@ def test_cli_run_hf_end_to_end_generate_score_sql(tiny_lm, tmp_path, monkeypatch
     from pipelines.cli import app
     from resources.sql import query
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
-    (tmp_path / "dagster").mkdir()
     lake_dir = tmp_path / "lake"
     annotators = [{"name": "first-word", "kind": "regex", "pattern": r"([A-Za-z]+)", "on_no_match": "none"}]
     cfg = _write_spec(tmp_path / "live.yaml", f"hf:{tiny_lm}", annotators,
@@ -237,10 +235,10 @@ def _rows(lake: LakeStore) -> int:
     return lake.read("generations").height if lake.exists("generations") else 0
 
 
-def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_path, keyed):
+def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_path, keyed, instance):
     """Kill a CLI run mid-generation; re-running calls the model only for unfinished samples;
     changing an annotator (new fingerprint) re-annotates and rescores with no model call."""
-    from pipelines.runner import get_instance, materialize_model, materialize_samples, register
+    from pipelines.runner import materialize_model, materialize_samples, register
     from resources.evaluation import EvaluationSpec
 
     n = 10
@@ -272,7 +270,6 @@ def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_pat
     killed_ids = set(stored["sample_id"])
 
     server.reset()
-    instance = get_instance(ephemeral=True)
     spec = EvaluationSpec.from_yaml(cfg)
     resolved = register(spec, lake, instance)
     materialize_samples(resolved.fingerprint, lake, instance)
