@@ -339,3 +339,18 @@ def test_vllm_missing_gives_the_install_line(tiny_lm):
     with pytest.raises(BackendError, match=r"pip install 'facetlake\[vllm\]'"):
         list(backend.generate([GenerationRequest(sample=s, prompt=s.input) for s in sfres(1)], SETTINGS))
     assert backend.engine_options()["tensor_parallel_size"] == 1
+
+
+def test_model_annotator_extracts_with_another_model(tiny_lm):
+    from resources.annotators import make_annotators, run_annotators
+
+    config = {"name": "extracted", "kind": "model", "model": f"hf:{tiny_lm}", "prompt": "Answer in {output}:", "max_tokens": 4}
+    samples = sfres(2)
+    outputs = ["the answer is inform", None]
+    [annotator] = make_annotators([config])
+    got = run_annotators([annotator], samples, outputs)["extracted"]
+    [direct] = ModelBackends().backend_for(f"hf:{tiny_lm}").generate(
+        [GenerationRequest(sample=samples[0], prompt="Answer in the answer is inform:")], {"temperature": 0.0, "max_tokens": 4})
+    expected = direct.output.strip().splitlines()[0].strip() if direct.output.strip() else None
+    assert got[0].value == expected and got[0].matched == bool(expected)
+    assert got[1].value is None and not got[1].matched and "no text" in got[1].error
