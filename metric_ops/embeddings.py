@@ -155,10 +155,15 @@ class Encoder:
 
 
 @functools.lru_cache(maxsize=4)
+def _cached_encoder(path: str, device: str) -> Encoder:
+    return Encoder(path, device)
+
+
 def get_encoder(model: str | None = None, device: str = "cpu") -> Encoder:
     """The process-wide :class:`Encoder` for ``model`` (``None`` = packaged MiniLM) on
-    ``device``: loaded once, reused by every metric instance."""
-    return Encoder(resolve_model_path(model), device)
+    ``device``: loaded once per (resolved folder, device), reused by every metric
+    instance however the arguments are spelled."""
+    return _cached_encoder(resolve_model_path(model), device)
 
 
 def model_identity(path: str) -> str:
