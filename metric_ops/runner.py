@@ -62,6 +62,10 @@ def score_metric(
             results[i] = {n: Score.unscored(reason, missing=missing) for n in metric.emitted()}
         else:
             runnable.append(i)
+    if getattr(metric, "corpus_level", False):
+        # a corpus-level number (corpus BLEU, idf-weighted BERTScore) is defined over the
+        # whole set: one batch, never split
+        batch_size = max(1, len(runnable))
     for start in range(0, len(runnable), batch_size):
         idx = runnable[start : start + batch_size]
         batch_samples = [samples[i] for i in idx]

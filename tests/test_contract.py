@@ -158,3 +158,15 @@ def test_human_ratings_become_score_rows():
     by_metric = {r["metric"]: r for r in rows}
     assert by_metric["human:naturalness"]["value"] == 4.5 and by_metric["human:naturalness"]["status"] == "scored"
     assert by_metric["human:overall"]["status"] == "unscored"
+
+
+def test_corpus_level_metrics_are_never_split_into_batches():
+    import sacrebleu
+
+    hyps = ["the cat sat on the mat", "a dog barked loudly", ""]
+    refs = ["the cat sat on the mat", "the dog barked loudly", "birds fly south"]
+    samples = [Sample(str(i), "q", (r,)) for i, r in enumerate(refs)]
+    rows = score_rows(get_metric("corpus_bleu"), samples, hyps, batch_size=1)
+    expected = sacrebleu.corpus_bleu(hyps, [refs]).score
+    assert abs(expected - 62.05) < 0.005
+    assert all(abs(r["value"] - expected) <= 1e-9 for r in rows)
