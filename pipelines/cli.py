@@ -230,6 +230,19 @@ def ui(port: int = typer.Option(3000, help="Port for the Dagster UI."), lake: Op
     os.execvpe("dagster", ["dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), "-p", str(port)], env)
 
 
+@app.command()
+def crossval(out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default docs/crossvalidation.md).")) -> None:
+    """Cross-validate every metric variant against its reference library on real data and write the report.
+
+    Compares facetlake's numbers with sacrebleu, rouge-score, NLTK, bert-score (same model
+    and layer) and the SQuAD v2 script's rules; exits 1 when any variant is out of tolerance.
+    """
+    from assets.crossval import main as crossval_main
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    raise typer.Exit(code=crossval_main([str(out)] if out else []))
+
+
 from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the demo-bfcl command)
 from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
 from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verify, profiles, anonymise: privacy issue)
