@@ -121,7 +121,15 @@ def test_sentinel_key_and_pii_never_leave_or_persist(tmp_path):
 
 
 @pytest.mark.slow
-def test_offline_mode_blocks_external_metric_and_backend_before_any_socket(tmp_path, instance, monkeypatch):
+def test_offline_mode_blocks_external_metric_and_backend_before_any_socket(tmp_path, dagster_home, monkeypatch):
+    import dagster as dg
+
+    # an instance of our own, entered, so no instance state left by earlier tests is used
+    with dg.DagsterInstance.get() as instance:
+        _offline_checks(tmp_path, instance, monkeypatch)
+
+
+def _offline_checks(tmp_path, instance, monkeypatch):
     from pipelines.runner import materialize_model, materialize_samples, materialize_summary, register
     from resources.evaluation import EvaluationSpec
     from resources.lake import LakeStore
