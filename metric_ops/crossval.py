@@ -303,6 +303,9 @@ def bert_score_reference(
                 idf=idf,
                 batch_size=batch_size,
                 device="cpu",
+                # idf counting without bert-score's fork Pool: forking a process that
+                # holds torch/tokenizer threads can deadlock (seen hanging in the suite)
+                nthreads=0,
                 **kwargs,
             )
     finally:

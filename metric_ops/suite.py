@@ -91,7 +91,7 @@ def score_suite(
         if lexical and chunks:
             if workers > 1 and len(chunks) > 1:
                 specs = [(k, metrics[k][0], metrics[k][1]) for k in lexical]
-                ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+                ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")  # never fork a process that may hold torch or tokenizer threads
                 with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker, initargs=(specs,)) as pool:
                     for start, part in pool.map(_score_chunk, chunks):
                         for k, rows in part.items():
