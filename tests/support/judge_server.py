@@ -10,10 +10,11 @@ model. Every request body is kept in ``server.requests`` so a test can count the
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from typing import Any
+
+from tests.support.serving import BackgroundServer, free_port
 
 
 class JudgeServer:
@@ -31,9 +32,8 @@ class JudgeServer:
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._torch = torch
-        self.port = _free_port()
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
+        self._serving: Any = None
+        self.port = free_port()
 
     @property
     def base_url(self) -> str:
@@ -93,27 +93,9 @@ class JudgeServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "JudgeServer":
-        import uvicorn
-
-        config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.time() + 30
-        while not self._server.started:
-            if time.time() > deadline:
-                raise RuntimeError("judge test server did not start within 30 s")
-            time.sleep(0.05)
+        self._serving = BackgroundServer(self.app(), port=self.port, name="judge test server").start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        if self._serving is not None:
+            self._serving.stop()

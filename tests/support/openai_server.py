@@ -18,14 +18,13 @@ as the hf backend) computed here independently.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
 from typing import Any
 
 import torch
-import uvicorn
+from tests.support.serving import BackgroundServer
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -49,30 +48,23 @@ class TinyOpenAIServer:
         self._gate = threading.Event()
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
         app = Starlette(routes=[
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
         ])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self._serving = BackgroundServer(app, name="OpenAI-format test server")
+        self.port = self._serving.port
+        self.base_url = self._serving.base_url
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "TinyOpenAIServer":
-        self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started:
-            if time.time() > deadline:
-                raise RuntimeError("test server did not start")
-            time.sleep(0.05)
+        self._serving.start()
         return self
 
     def stop(self) -> None:
         self.release()
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self._serving.stop()
 
     # ------------------------------------------------------------------ controls
     def fail_next(self, statuses: list[int]) -> None:
@@ -226,8 +218,3 @@ async def _in_thread(fn, *args):
 
     return await run_in_threadpool(fn, *args)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

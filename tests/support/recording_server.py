@@ -14,23 +14,15 @@ token seen; ``api_key`` (when set) makes other tokens a 401.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 import uuid
 from typing import Any, Callable
 
-import uvicorn
+from tests.support.serving import BackgroundServer
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RecordingServer:
@@ -42,28 +34,21 @@ class RecordingServer:
         self.ner_reply = ner_reply
         self.received: list[bytes] = []
         self.authorizations: list[str] = []
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
         app = Starlette(routes=[
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
             Route("/v1/completions", self.completions, methods=["POST"]),
         ])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self._serving = BackgroundServer(app, name="recording server")
+        self.port = self._serving.port
+        self.base_url = self._serving.base_url
 
     def start(self) -> "RecordingServer":
-        self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started:
-            if time.time() > deadline:
-                raise RuntimeError("recording server did not start")
-            time.sleep(0.05)
+        self._serving.start()
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self._serving.stop()
 
     def texts(self) -> str:
         """Every request body received, decoded and joined (JSON escapes resolved)."""
