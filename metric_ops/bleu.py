@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.lexical import SacrebleuSentenceMetric
 
 # --------------------------------------------------------------------------- shapes
 
@@ -228,37 +229,20 @@ class NltkBLEU(Metric):
 # --------------------------------------------------------------------------- chrF
 
 
-class _ChrFBase(Metric):
+class _ChrFBase(SacrebleuSentenceMetric):
     """Shared chrF code; see :class:`ChrF` and :class:`ChrFPlusPlus`."""
 
     abstract = True
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
     version = "1"
-    value_range = (0.0, 100.0)
-    libraries = ("sacrebleu",)
     word_order = 0
 
     def __init__(self, char_order: int = 6, beta: int = 2, lowercase: bool = False, whitespace: bool = False) -> None:
         super().__init__(char_order=char_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
         from sacrebleu.metrics import CHRF
 
-        self._chrf = CHRF(char_order=char_order, word_order=self.word_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
-
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        results = []
-        for sample, output in zip(samples, outputs):
-            refs = list(sample.references)
-            if not output.strip() or not any(r.strip() for r in refs):
-                results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not output.strip() else "references"})})
-                continue
-            results.append({self.name: Score(self._chrf.sentence_score(output, refs).score)})
-        return results
-
-    def signature(self) -> str:
-        sig = self._chrf._SIGNATURE_TYPE({**self._chrf.__dict__, "num_refs": -1})
-        return f"{super().signature()}|sacrebleu_sig:{sig.format()}"
+        self._sacre = CHRF(char_order=char_order, word_order=self.word_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
 
 
 class ChrF(_ChrFBase):

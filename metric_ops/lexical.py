@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import re
 import string
-from typing import Sequence
+from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 
@@ -148,7 +148,43 @@ class QuasiExactMatch(Metric):
 # --------------------------------------------------------------------------- BLEU
 
 
-class SentenceBLEU(Metric):
+class SacrebleuSentenceMetric(Metric):
+    """Shared code of sacrebleu's sentence-level metrics (BLEU, chrF, chrF++).
+
+    Subclasses build ``self._sacre`` (a ``sacrebleu.metrics`` object) in ``__init__``.
+    An empty hypothesis, or references that are all empty, give 0.0 with no exception
+    and say which side was empty in ``detail``; otherwise the value is
+    ``self._sacre.sentence_score(hyp, refs).score`` (0-100) and :meth:`_detail` adds the
+    metric's intermediate numbers. The signature embeds sacrebleu's own signature string.
+    """
+
+    abstract = True
+    libraries = ("sacrebleu",)
+    value_range = (0.0, 100.0)
+    _sacre: Any
+
+    def _detail(self, result: Any) -> dict[str, Any]:
+        return {}
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        results = []
+        for sample, output in zip(samples, outputs):
+            refs = list(sample.references)
+            if not output.strip() or not any(r.strip() for r in refs):
+                results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not output.strip() else "references"})})
+                continue
+            result = self._sacre.sentence_score(output, refs)
+            results.append({self.name: Score(result.score, detail=self._detail(result))})
+        return results
+
+    def signature(self) -> str:
+        # sentence-level scoring takes a variable number of references per sample
+        sig = self._sacre._SIGNATURE_TYPE({**self._sacre.__dict__, "num_refs": -1})
+        return f"{super().signature()}|sacrebleu_sig:{sig.format()}"
+
+
+class SentenceBLEU(SacrebleuSentenceMetric):
     """Sentence-level BLEU through sacrebleu (Papineni et al., 2002; Post, 2018).
 
     Input: one hypothesis and >= 1 references per sample. Output on sacrebleu's 0-100
@@ -166,31 +202,15 @@ class SentenceBLEU(Metric):
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
     version = "1"
-    value_range = (0.0, 100.0)
-    libraries = ("sacrebleu",)
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
         super().__init__(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
         from sacrebleu.metrics import BLEU
 
-        self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
+        self._sacre = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
 
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        results = []
-        for sample, output in zip(samples, outputs):
-            refs = list(sample.references)
-            if not output.strip() or not any(r.strip() for r in refs):
-                results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not output.strip() else "references"})})
-                continue
-            result = self._bleu.sentence_score(output, refs)
-            results.append({self.name: Score(result.score, detail={"bp": result.bp, "precisions": result.precisions})})
-        return results
-
-    def signature(self) -> str:
-        # sentence-level scoring takes a variable number of references per sample
-        sig = self._bleu._SIGNATURE_TYPE({**self._bleu.__dict__, "num_refs": -1})
-        return f"{super().signature()}|sacrebleu_sig:{sig.format()}"
+    def _detail(self, result: Any) -> dict[str, Any]:
+        return {"bp": result.bp, "precisions": result.precisions}
 
 
 # --------------------------------------------------------------------------- ROUGE-L
