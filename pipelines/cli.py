@@ -28,6 +28,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    # rich's traceback renderer never finishes on the cyclic exception chains Dagster
+    # raises (seen hanging and growing in memory); errors are printed by main() instead
+    pretty_exceptions_enable=False,
 )
 console = Console()
 err = Console(stderr=True)
@@ -59,6 +62,16 @@ def _fail(message: str) -> None:
 
 def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | None = None) -> None:
     if fmt is OutputFormat.csv:
+        import polars as pl
+
+        # CSV has no nested values: list/struct columns are written as JSON text
+        nested = [c for c, t in frame.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct))]
+        if nested:
+            frame = frame.with_columns(
+                pl.col(c).map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v, default=str),
+                                       return_dtype=pl.String)
+                for c in nested
+            )
         sys.stdout.write(frame.write_csv())
         return
     if fmt is OutputFormat.json:
@@ -147,7 +160,10 @@ def score(
     """Score every stored generation under a metric not yet computed, without regenerating.
 
     Adds that metric's rows to `scores`, recomputes no other metric and leaves the
-    `generations` table's Delta version unchanged.
+    `generations` table's Delta version unchanged. A partition holds one variant per
+    metric: scoring it again with other --param/--judge settings replaces that metric's
+    rows (the earlier ones stay reachable by Delta time travel; the signature column says
+    which settings produced each row).
     """
     from metric_ops.registry import UnknownMetricError
     from pipelines.runner import get_instance, rescore
@@ -249,9 +265,36 @@ from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verif
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
 
 
-def main() -> None:  # pragma: no cover - console entry
-    app()
+def _user_error(exc: BaseException) -> BaseException:
+    """The user's own error inside Dagster's step-failure wrappers (first non-Dagster cause)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        user = getattr(current, "user_exception", None)
+        if user is not None:
+            current = user
+            continue
+        if not type(current).__module__.startswith("dagster"):
+            return current
+        current = current.__cause__ or current.__context__
+    return exc
+
+
+def main() -> None:
+    """Console entry: run the CLI; print errors as one line (set FACETLAKE_DEBUG=1 for the traceback)."""
+    try:
+        app()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - every error reaches the user as one clear line
+        if os.environ.get("FACETLAKE_DEBUG"):
+            raise
+        user = _user_error(exc)
+        err.print(f"[bold red]error:[/] {type(user).__name__}: {user}", markup=True, highlight=False)
+        err.print("(set FACETLAKE_DEBUG=1 for the full traceback)")
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -40,8 +40,28 @@ def get_instance(ephemeral: bool = False) -> dg.DagsterInstance:
 
 
 def register(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
-    """Load and hash the dataset, record the evaluation and add its dynamic partitions."""
+    """Load and hash the dataset, record the evaluation and add its dynamic partitions.
+
+    Unknown metric names, malformed model specs and duplicate sample ids are refused here,
+    before anything is generated or written.
+    """
+    from collections import Counter
+
+    from metric_ops.registry import REGISTRY
+    from resources.backends import parse_model_spec
+    from resources.datasets import DatasetError
+
+    for name in spec.metrics:
+        REGISTRY.resolve(name)  # UnknownMetricError with "did you mean"
+    for model_spec_string in spec.models.values():
+        parse_model_spec(model_spec_string)  # ModelSpecError with an example
     resolved = resolve(spec)
+    duplicates = sorted(k for k, n in Counter(s.sample_id for s in resolved.samples).items() if n > 1)
+    if duplicates:
+        raise DatasetError(
+            f"dataset {resolved.dataset_name!r} has {len(duplicates)} duplicate sample id(s): {duplicates[:10]}; "
+            "outputs and scores are keyed by sample id, so make them unique (map another column as sample_id)"
+        )
     register_evaluation(lake, resolved)
     instance.add_dynamic_partitions("fingerprint", [resolved.fingerprint])
     instance.add_dynamic_partitions("model", sorted(spec.models))

@@ -160,6 +160,7 @@ class Dataset:
         if self.limit is not None:
             rows = rows[: self.limit]
         samples = []
+        self.__dict__.pop("_seen_ids", None)
         for i, row in enumerate(rows):
             if not isinstance(row, Mapping):
                 raise DatasetError(f"{path}: row {i + 1} is {type(row).__name__}, expected an object")
@@ -272,8 +273,13 @@ class HaluEvalDataset(Dataset):
 
     def normalize(self, row: Mapping[str, Any]) -> Sample:
         if "user_query" in row:
-            # one upstream row has an empty ID: fall back to its (stable) row number
+            # one upstream row has an empty ID and one ID occurs twice: fall back to the
+            # (stable) row number for an empty ID, suffix a repeated one with it
             sid = str(_require(row, "ID", "halueval general row")) or f"row{self._row_number}"
+            seen = self.__dict__.setdefault("_seen_ids", set())
+            if sid in seen:
+                sid = f"{sid}-row{self._row_number}"
+            seen.add(sid)
             label = str(_require(row, "hallucination", f"ID {sid}")).strip().lower()
             if label not in ("yes", "no"):
                 raise DatasetError(f"ID {sid}: hallucination label must be 'yes' or 'no', got {label!r}")

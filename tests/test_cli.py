@@ -80,3 +80,35 @@ def test_malformed_model_spec_fails_with_an_example(spec):
 
     with pytest.raises(ModelSpecError, match="e.g."):
         parse_model_spec(spec)
+
+
+def test_console_errors_are_one_clear_line_not_a_hang(tmp_path, dagster_home):
+    """Errors raised inside Dagster runs reach the user as one line (rich's traceback
+    renderer hung on Dagster's cyclic exception chains); bad names fail before any work."""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "eval.yaml"
+    config.write_text("name: t\ndataset: {kind: sfres, limit: 5}\nmodels: {m: 'precomputed:/nonexistent.jsonl'}\nmetrics: [bleu]\n")
+    env = dict(os.environ, DAGSTER_HOME=str(dagster_home))
+    env.pop("FACETLAKE_DEBUG", None)
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(config), "--lake", str(tmp_path / "lake")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 1
+    assert "BackendError: precomputed outputs file /nonexistent.jsonl does not exist" in out.stderr
+    assert "Traceback" not in out.stderr
+    config.write_text("name: t\ndataset: {kind: sfres, limit: 5}\nmodels: {m: 'precomputed:column=system_output'}\nmetrics: [exact_matc]\n")
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(config), "--lake", str(tmp_path / "lake2")],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 1 and "did you mean" in out.stderr
+    assert not (tmp_path / "lake2" / "evaluations").exists()  # refused before anything was written
+
+
+def test_sql_csv_writes_list_columns_as_json(evaluated_lake):
+    lake, _ = evaluated_lake
+    result = runner.invoke(app, ["sql", "select sample_id, \"references\" from samples order by position limit 1", "--lake", lake.root, "-f", "csv"])
+    assert result.exit_code == 0, result.output
+    header, row = result.output.strip().splitlines()
+    assert header == "sample_id,references"
+    assert row.startswith('0,"[""Please confirm that you do not care')

@@ -150,29 +150,31 @@ def test_missing_precomputed_outputs_are_error_generations_not_a_crash(tmp_path,
     assert bleu.filter(pl.col("status") == "unscored").height == 3  # no output -> nothing to measure
 
 
-def test_samples_checks_report_duplicate_ids_with_the_offending_rows(tmp_path, instance):
+def test_duplicate_sample_ids_are_refused_and_the_check_lists_the_offending_rows(tmp_path, instance):
+    from assets.samples import validate_samples
+    from resources.datasets import DatasetError
     from resources.lake import LakeStore
 
     data = tmp_path / "dup.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in [
         {"id": "1", "input": "a", "gold": "x"}, {"id": "2", "input": "b", "gold": "y"}, {"id": "1", "input": "c", "gold": "z"},
-        {"id": "3", "input": None, "gold": "w"},
+        {"id": "3", "input": "  ", "gold": "w"},
     ]))
     spec = small_spec(name="dups")
     spec.dataset = {"kind": "file", "path": str(data), "mapping": {"sample_id": "id", "input": "input", "references": "gold"}}
     lake = LakeStore(root=str(tmp_path / "lake"))
-    resolved = register(spec, lake, instance)
-    from pipelines.runner import materialize_samples
-
-    result = materialize_samples(resolved.fingerprint, lake, instance)
-    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    # outputs and scores are keyed by sample id: a run over duplicates is refused up front
+    with pytest.raises(DatasetError, match=r"duplicate sample id\(s\): \['1'\]"):
+        register(spec, lake, instance)
+    assert not lake.exists("evaluations")
+    # the Great Expectations checks name the offending rows
+    checks = {c.check_name: c for c in validate_samples(spec.make_dataset().load(), "file")}
     unique = checks["check_samples_unique_ids"]
-    assert not unique.passed
+    assert unique.passed is False
     assert unique.metadata["duplicate_ids"].value == ["1"]
     assert unique.metadata["offending_rows"].value == [1, 3]
-    assert checks["check_samples_required_fields"].passed is True or checks["check_samples_required_fields"].passed is False
-    # the row whose input was null ("None" after normalisation) is reported, not dropped
-    assert lake.read("samples").height == 4
+    required = checks["check_samples_required_fields"]
+    assert required.passed is False and required.metadata["offending_rows"].value == {"input": ["3"]}
 
 
 def test_definitions_list_every_asset_check_sensor_and_schedule():
