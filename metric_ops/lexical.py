@@ -60,7 +60,22 @@ def _gold_answers(sample: Sample) -> list[str]:
     return golds or [""]
 
 
-class ExactMatch(Metric):
+class _SquadMetric(Metric):
+    """Shared code of the SQuAD v2 answer metrics: ``_compare(gold, pred)`` in [0, 1],
+    maximum over the sample's gold answers (``_gold_answers``)."""
+
+    abstract = True
+    _compare: Any
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        return [
+            {self.name: Score(max(self._compare(g, o) for g in _gold_answers(s)))}
+            for s, o in zip(samples, outputs)
+        ]
+
+
+class ExactMatch(_SquadMetric):
     """Exact match with SQuAD v2 normalisation (Rajpurkar et al., 2018; official
     ``evaluate-v2.0.py``).
 
@@ -76,15 +91,10 @@ class ExactMatch(Metric):
     dimension = "baseline_grounding"
     version = "1"
 
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        return [
-            {self.name: Score(max(squad_exact(g, o) for g in _gold_answers(s)))}
-            for s, o in zip(samples, outputs)
-        ]
+    _compare = staticmethod(squad_exact)
 
 
-class TokenF1(Metric):
+class TokenF1(_SquadMetric):
     """Token-overlap F1 with SQuAD v2 normalisation (official ``evaluate-v2.0.py``).
 
     Input: one output string and >= 1 reference per sample. Output in [0, 1], the maximum
@@ -98,12 +108,7 @@ class TokenF1(Metric):
     dimension = "baseline_grounding"
     version = "1"
 
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        return [
-            {self.name: Score(max(squad_f1(g, o) for g in _gold_answers(s)))}
-            for s, o in zip(samples, outputs)
-        ]
+    _compare = staticmethod(squad_f1)
 
 
 def squad_contains(gold: str, pred: str) -> float:
@@ -117,7 +122,7 @@ def squad_contains(gold: str, pred: str) -> float:
     return float(any(pred_toks[i : i + k] == gold_toks for i in range(len(pred_toks) - k + 1)))
 
 
-class QuasiExactMatch(Metric):
+class QuasiExactMatch(_SquadMetric):
     """Quasi-exact match: the gold answer appears, as whole tokens, in the output, both
     after SQuAD v2 normalisation (lower-case, ASCII punctuation and a/an/the removed,
     whitespace collapsed; ``evaluate-v2.0.py``'s ``normalize_answer``).
@@ -137,12 +142,7 @@ class QuasiExactMatch(Metric):
     dimension = "baseline_grounding"
     version = "1"
 
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        return [
-            {self.name: Score(max(squad_contains(g, o) for g in _gold_answers(s)))}
-            for s, o in zip(samples, outputs)
-        ]
+    _compare = staticmethod(squad_contains)
 
 
 # --------------------------------------------------------------------------- BLEU

@@ -86,6 +86,15 @@ class _CorpusMixin:
 
     _corpus: Mapping[str, Any] | None = None
 
+    def __init__(self, corpus: Mapping[str, Any] | None = None, **params: Any) -> None:
+        digest = self._set_corpus(corpus)
+        super().__init__(**params, **({"corpus_sha256": digest} if digest else {}))
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        """``score_one`` (all of the metric's scores for one sample) over the batch."""
+        check_lengths(samples, outputs)
+        return [self.score_one(s, o) for s, o in zip(samples, outputs)]
+
     def _set_corpus(self, corpus: Mapping[str, Any] | None) -> str | None:
         if corpus is None:
             return None
@@ -295,14 +304,6 @@ class EvidenceChecks(_CorpusMixin, Metric):
     version = "1"
     requires = ("metadata",)
 
-    def __init__(self, corpus: Mapping[str, Any] | None = None) -> None:
-        digest = self._set_corpus(corpus)
-        super().__init__(**({"corpus_sha256": digest} if digest else {}))
-
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        return [self.score_one(s, o) for s, o in zip(samples, outputs)]
-
     def score_one(self, sample: Sample, output: Any) -> dict[str, Score]:
         """The four scores for one sample."""
         case = _case(sample)
@@ -455,14 +456,6 @@ class CitationChecks(_CorpusMixin, Metric):
     version = "1"
     requires = ("output", "metadata")
 
-    def __init__(self, corpus: Mapping[str, Any] | None = None) -> None:
-        digest = self._set_corpus(corpus)
-        super().__init__(**({"corpus_sha256": digest} if digest else {}))
-
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        return [self.score_one(s, o) for s, o in zip(samples, outputs)]
-
     def score_one(self, sample: Sample, output: Any) -> dict[str, Score]:
         """The three scores for one sample."""
         case = _case(sample)
@@ -539,8 +532,7 @@ class NumericAccuracy(_CorpusMixin, Metric):
     def __init__(self, rel_tol: float = 0.0, corpus: Mapping[str, Any] | None = None) -> None:
         if not (isinstance(rel_tol, (int, float)) and 0 <= rel_tol < 1):
             raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol!r}")
-        digest = self._set_corpus(corpus)
-        super().__init__(rel_tol=rel_tol, **({"corpus_sha256": digest} if digest else {}))
+        super().__init__(corpus=corpus, rel_tol=rel_tol)
         self.rel_tol = float(rel_tol)
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
