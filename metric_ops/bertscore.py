@@ -7,7 +7,8 @@ states of one layer, cosine similarity of every candidate token with every refer
 token (special tokens included in the matching, weighted 0), greedy max matching,
 optional idf weights computed over the references, optional baseline rescaling, and the
 best of several references taken per component (P, R and F separately, as the reference
-does). ``bert_score`` itself is a test-only dependency used to cross-validate this code.
+does; a sample's references padded together as the reference pads them, see
+``BERTScore``). ``bert_score`` itself is a test-only dependency used to cross-validate this code.
 
 Semantic similarity is the cosine of sentence embeddings: the mean of the last layer's
 token states over the attention mask, L2-normalised -- the sentence-transformers pipeline
@@ -54,7 +55,35 @@ def idf_default(n_docs: int) -> float:
     return math.log(n_docs + 1)
 
 
-def greedy_match(hyp: Any, ref: Any, hyp_w: Any, ref_w: Any) -> tuple[float, float, float]:
+# bert_score.score's default batch_size: the references of one call are padded per chunk
+BERT_SCORE_BATCH = 64
+
+
+def padded_references(ref_lengths: Sequence[int], chunk: int = BERT_SCORE_BATCH) -> list[bool]:
+    """Which of one sample's references bert-score pads when it scores them together.
+
+    ``bert_score.score(cands, refs)`` with a list of references per candidate repeats the
+    candidate once per reference and pads every chunk of ``chunk`` references (in order)
+    to the longest one in the chunk. A padded reference position is masked to cosine 0,
+    and ``greedy_cos_idf`` takes its max over it too, so a candidate token's best match
+    against a reference shorter than the chunk's longest is never below 0.
+
+    Args:
+        ref_lengths: token counts (special tokens included) of one sample's references.
+        chunk: bert-score's ``batch_size`` (default 64).
+
+    Returns:
+        one flag per reference: True where it is shorter than the longest of its chunk.
+    """
+    flags = []
+    for start in range(0, len(ref_lengths), chunk):
+        part = ref_lengths[start : start + chunk]
+        longest = max(part)
+        flags.extend(n < longest for n in part)
+    return flags
+
+
+def greedy_match(hyp: Any, ref: Any, hyp_w: Any, ref_w: Any, floor_precision: bool = False) -> tuple[float, float, float]:
     """Greedy-matching BERTScore of one pair (``bert_score.utils.greedy_cos_idf``).
 
     Args:
@@ -62,6 +91,8 @@ def greedy_match(hyp: Any, ref: Any, hyp_w: Any, ref_w: Any) -> tuple[float, flo
             tokens included).
         hyp_w, ref_w: float32 arrays (n,) and (m,) of token weights (idf, or 1; 0 for
             [CLS]/[SEP] when idf is off).
+        floor_precision: the reference was padded in bert-score's batch (see
+            :func:`padded_references`): each candidate token's best cosine is at least 0.
 
     Returns:
         (P, R, F) as floats; F = 2PR/(P+R) with NaN -> 0. The weights are normalised to sum
@@ -70,11 +101,28 @@ def greedy_match(hyp: Any, ref: Any, hyp_w: Any, ref_w: Any) -> tuple[float, flo
     import numpy as np
 
     sim = hyp @ ref.T
+    best_for_hyp = sim.max(axis=1)
+    if floor_precision:
+        best_for_hyp = np.maximum(best_for_hyp, np.float32(0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.float32((sim.max(axis=1) * (hyp_w / hyp_w.sum())).sum())
+        p = np.float32((best_for_hyp * (hyp_w / hyp_w.sum())).sum())
         r = np.float32((sim.max(axis=0) * (ref_w / ref_w.sum())).sum())
         f = np.float32(2) * p * r / (p + r)
     return float(p), float(r), float(f)
+
+
+def f1_condition(p: float, r: float) -> float:
+    """How much F = 2PR/(P+R) magnifies small errors in P and R: kappa = 2(P^2 + R^2)/(P+R)^2,
+    so |dF| <= kappa * max(|dP|, |dR|) to first order.
+
+    kappa is 1 when P = R and at most 2 while P, R >= 0; it grows without bound when P and
+    R have opposite signs (unrelated texts, negative token cosines), where F can exceed
+    both P and R and a float32 rounding difference in P or R shows up magnified in F.
+    Returns NaN when P + R = 0 or either is NaN (F is then set to 0 by rule)."""
+    denom = (p + r) ** 2
+    if not denom or math.isnan(denom):
+        return math.nan
+    return 2.0 * (p * p + r * r) / denom
 
 
 class BERTScore(Metric):
@@ -98,13 +146,27 @@ class BERTScore(Metric):
             ``rescale_with_baseline``); bert_score ships no baseline for MiniLM, so the
             values must be given (e.g. read from a bert_score baseline file's row for the
             layer used).
+        pad_references: reproduce bert-score's multi-reference padding (default True):
+            ``bert_score.score`` pads a sample's references to the longest one and its
+            greedy max also sees the padded positions as cosine 0, so against a shorter
+            reference a candidate token's best match is floored at 0 (see
+            :func:`padded_references`). It changes only pairs with negative token
+            cosines -- unrelated texts -- and ``detail["bert_score_padding"]`` lists the
+            references where it did. False gives the textbook definition (Zhang et al.,
+            eq. 1-3) for every reference alike. A sample's value never depends on which
+            other samples are scored with it: it equals ``bert_score.score`` called on
+            that one sample. (Called on a whole corpus at once, bert-score also pads
+            across samples, so there its values for negative-cosine pairs depend on the
+            batch; facetlake does not reproduce that.)
     ``batch_size`` and ``device`` change speed, not the numbers, and are not recorded.
 
     Edge cases, as the reference: text longer than the model's maximum length (512
     tokens for MiniLM, special tokens included) is cut to it and ``detail["truncated"]``
     says how many tokens were dropped from which side; an empty (or whitespace-only)
     candidate or reference scores P = R = F = 0 (before rescaling) with
-    ``detail["empty"]`` set.
+    ``detail["empty"]`` set. When the best F comes from a P and R of opposite signs
+    (F can then exceed both and is numerically ill-conditioned), the F score's
+    ``detail["f1_condition"]`` gives the error magnification (:func:`f1_condition`).
     """
 
     name = "bertscore"
@@ -116,7 +178,7 @@ class BERTScore(Metric):
         "bertscore_f1": Direction.MAXIMIZE,
     }
     dimension = "baseline_grounding"
-    version = "1"
+    version = "2"  # 2: bert-score's multi-reference padding reproduced (pad_references)
     value_range = (-1.0, 1.0)
     libraries = ("transformers", "torch")
 
@@ -126,6 +188,7 @@ class BERTScore(Metric):
         num_layers: int | None = None,
         idf: bool = False,
         baseline: Sequence[float] | None = None,
+        pad_references: bool = True,
         batch_size: int = DEFAULT_BATCH_SIZE,
         device: str = "cpu",
         progress: bool = False,
@@ -138,13 +201,19 @@ class BERTScore(Metric):
             baseline = tuple(float(b) for b in baseline)
             if len(baseline) != 3 or any(b >= 1.0 for b in baseline):
                 raise ValueError(f"baseline must be three numbers (P, R, F) below 1, got {baseline!r}")
-        params: dict[str, Any] = {"model": model_identity(self.encoder.path), "num_layers": layer, "idf": bool(idf)}
+        params: dict[str, Any] = {
+            "model": model_identity(self.encoder.path),
+            "num_layers": layer,
+            "idf": bool(idf),
+            "pad_references": bool(pad_references),
+        }
         if baseline is not None:
             params["baseline"] = baseline
         super().__init__(**params)
         self.layer = layer
         self.idf = bool(idf)
         self.baseline = baseline
+        self.pad_references = bool(pad_references)
         self.batch_size = batch_size
         self.progress = progress
 
@@ -192,7 +261,9 @@ class BERTScore(Metric):
             if len(hyp_ids) == n_special:
                 empty.append("candidate")
             best = [-math.inf, -math.inf, -math.inf]
+            best_f_pr = (math.nan, math.nan)
             nan_weights = False
+            padded = padded_references([len(encoded[ref][0]) for ref in refs]) if self.pad_references else [False] * len(refs)
             for k, ref in enumerate(refs):
                 ref_ids, ref_cut = encoded[ref]
                 if ref_cut:
@@ -200,7 +271,9 @@ class BERTScore(Metric):
                 ref_empty = len(ref_ids) == n_special
                 if ref_empty and "reference" not in empty:
                     empty.append("reference")
-                p, r, f = greedy_match(states[output], states[ref], weights[output], weights[ref])
+                p, r, f = greedy_match(states[output], states[ref], weights[output], weights[ref], padded[k])
+                if padded[k] and not ref_empty and p != greedy_match(states[output], states[ref], weights[output], weights[ref])[0]:
+                    detail.setdefault("bert_score_padding", []).append(k)
                 if len(hyp_ids) == n_special or ref_empty:
                     p, r = 0.0, 0.0  # bert_score: "Empty candidate/reference ... setting raw BERTScores to 0"
                 if math.isnan(f):
@@ -208,6 +281,8 @@ class BERTScore(Metric):
                 if math.isnan(p) or math.isnan(r):
                     nan_weights = True
                     continue
+                if f > best[2]:
+                    best_f_pr = (p, r)
                 best = [max(best[0], p), max(best[1], r), max(best[2], f)]
             if truncated:
                 detail["truncated"] = {**truncated, "max_length": enc.max_length}
@@ -220,11 +295,15 @@ class BERTScore(Metric):
             if self.baseline is not None:
                 best = [(v - b) / (1 - b) for v, b in zip(best, self.baseline)]
                 detail["baseline"] = list(self.baseline)
+            f_detail = detail
+            condition = f1_condition(*best_f_pr)
+            if condition > 2.0:
+                f_detail = {**detail, "f1_condition": float(f"{condition:.3g}")}
             results.append(
                 {
                     "bertscore_precision": Score(best[0], detail=detail),
                     "bertscore_recall": Score(best[1], detail=detail),
-                    "bertscore_f1": Score(best[2], detail=detail),
+                    "bertscore_f1": Score(best[2], detail=f_detail),
                 }
             )
         return results

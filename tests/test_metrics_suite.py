@@ -240,3 +240,84 @@ def test_bertscore_layer_is_configurable_and_changes_the_number():
     with pytest.raises(ValueError, match="num_layers"):
         get_metric("bertscore", num_layers=7)
     assert math.isfinite(a["bertscore_f1"].value)
+
+
+def test_padded_references_follow_bert_scores_chunks():
+    from metric_ops.bertscore import padded_references
+
+    assert padded_references([5]) == [False]
+    assert padded_references([4, 6, 6, 3]) == [True, False, False, True]
+    # bert-score pads each chunk of batch_size (64) references to that chunk's longest
+    lengths = [3] * 64 + [5, 4]
+    assert padded_references(lengths) == [False] * 64 + [False, True]
+
+
+def test_f1_condition_is_the_error_magnification_of_the_harmonic_mean():
+    from metric_ops.bertscore import f1_condition
+
+    assert f1_condition(0.5, 0.5) == pytest.approx(1.0)
+    assert f1_condition(1.0, 0.0) == pytest.approx(2.0)
+    assert f1_condition(0.02, -0.025) == pytest.approx(2 * (0.02**2 + 0.025**2) / 0.005**2)
+    assert math.isnan(f1_condition(0.1, -0.1))
+    # first order: F(P + d) - F(P) ~ dF/dP * d, bounded by kappa * d
+    p, r, d = 0.02, -0.025, 1e-9
+    f = lambda p, r: 2 * p * r / (p + r)  # noqa: E731
+    assert abs(f(p + d, r) - f(p, r)) <= f1_condition(p, r) * d * 1.001
+
+
+# Real SelfAware pairs (data/selfaware, answerable questions; stand-in answers as in
+# assets.crossval.selfaware_prediction: another question's gold answer).
+TRINDER = ("tommy trinder", ("teacher salaries", "average teacher salaries"))
+PREY = (
+    "detection of prey",
+    ("magnesium ribbon", "magnessium", "magnesium compounds", "mg²⁺", "magnesium threonate", "c8h14mgo10",
+     "magnesium l threonate", "element 12", "magnesium", "mg2", "⚩"),
+)
+
+
+@pytest.mark.slow
+def test_bertscore_reproduces_bert_scores_multi_reference_padding():
+    """bert-score pads a sample's references to the longest; against the shorter one a
+    candidate token's best cosine is floored at 0. pad_references=True equals bert-score
+    called on the sample; False equals the textbook definition (bert-score on each
+    (candidate, reference) pair alone, where nothing is padded, max over references).
+    Tolerance 1e-6 (float32 embeddings computed in different batches)."""
+    from metric_ops.crossval import Case, bert_score_reference
+    from metric_ops.embeddings import get_encoder
+
+    pred, refs = TRINDER
+    enc = get_encoder(None)
+    per_sample = bert_score_reference([Case(pred, refs, "selfaware")], enc.path, enc.num_layers)[0]
+    per_pair = bert_score_reference([Case(pred, (r,), "selfaware") for r in refs], enc.path, enc.num_layers)
+    definition = [max(v[k] for v in per_pair) for k in range(3)]
+    names = ("bertscore_precision", "bertscore_recall", "bertscore_f1")
+
+    padded = get_metric("bertscore").score_batch([_s(*refs)], [pred])[0]
+    plain = get_metric("bertscore", pad_references=False).score_batch([_s(*refs)], [pred])[0]
+    assert [padded[n].value for n in names] == pytest.approx(per_sample, abs=1e-6)
+    assert [plain[n].value for n in names] == pytest.approx(definition, abs=1e-6)
+    # the two differ on this pair (the test can fail): P 0.0269 vs 0.0222
+    assert padded["bertscore_precision"].value - plain["bertscore_precision"].value > 4e-3
+    assert padded["bertscore_f1"].detail["bert_score_padding"] == [0]
+    assert "bert_score_padding" not in plain["bertscore_f1"].detail
+    assert "pad_references:yes" in get_metric("bertscore").signature()
+    assert "pad_references:no" in get_metric("bertscore", pad_references=False).signature()
+
+
+@pytest.mark.slow
+def test_bertscore_flags_an_ill_conditioned_f1():
+    # P and R of the best-F reference have opposite signs: F (0.213) exceeds both P and R
+    from metric_ops.crossval import Case, bert_score_reference
+    from metric_ops.embeddings import get_encoder
+
+    pred, refs = PREY
+    enc = get_encoder(None)
+    ref = bert_score_reference([Case(pred, refs, "selfaware")], enc.path, enc.num_layers)[0]
+    row = get_metric("bertscore").score_batch([_s(*refs)], [pred])[0]
+    p, r, f = (row[n].value for n in ("bertscore_precision", "bertscore_recall", "bertscore_f1"))
+    assert f > max(p, r)
+    kappa = row["bertscore_f1"].detail["f1_condition"]
+    assert kappa > 100
+    assert "f1_condition" not in row["bertscore_precision"].detail
+    assert [p, r] == pytest.approx(ref[:2], abs=1e-6)
+    assert f == pytest.approx(ref[2], abs=1e-6 * kappa)
