@@ -16,7 +16,9 @@ import polars as pl
 
 from resources.lake import LakeStore
 
-_READ_ONLY_TYPES = {"SELECT", "EXPLAIN"}
+# MULTI: DuckDB's expansion of a PIVOT without an IN list (a query over the distinct
+# values, then the pivot); it cannot be typed directly (statements split on ';')
+_READ_ONLY_TYPES = {"SELECT", "EXPLAIN", "MULTI"}
 
 
 class SQLRefusedError(ValueError):
@@ -48,17 +50,53 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         kind = stmt.type.name
         if kind not in _READ_ONLY_TYPES:
             raise SQLRefusedError(
-                f"refused a {kind} statement: `facetlake sql` is read-only (SELECT / WITH / EXPLAIN); "
+                f"refused this {kind} statement: `facetlake sql` is read-only (SELECT / WITH / EXPLAIN / PIVOT); "
                 "tables change only through the pipeline (`facetlake run`, `facetlake score`)"
             )
 
 
+def _polars_compatible(table: Any) -> Any:
+    """Arrow table with DuckDB INTERVAL columns (Arrow month_day_nano_interval, which
+    polars cannot read) made readable: a duration when no value has a month part (a month
+    has no fixed length), otherwise DuckDB's own text ("1 month 3 days 01:00:00")."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if field.type != pa.month_day_nano_interval():
+            continue
+        values = table.column(i).to_pylist()
+        if all(v is None or v.months == 0 for v in values):
+            column = pa.array([None if v is None else v.days * 86_400_000_000 + v.nanoseconds // 1000 for v in values], pa.int64())
+            column = column.cast(pa.duration("us"))
+        else:
+            column = pa.array([None if v is None else _interval_text(v.months, v.days, v.nanoseconds) for v in values], pa.string())
+        table = table.set_column(i, field.name, column)
+    return table
+
+
+def _interval_text(months: int, days: int, nanoseconds: int) -> str:
+    years, months = divmod(months, 12)
+    parts = [f"{n} {unit}{'s' if abs(n) != 1 else ''}" for n, unit in ((years, "year"), (months, "month"), (days, "day")) if n]
+    if nanoseconds or not parts:
+        sign = "-" if nanoseconds < 0 else ""
+        seconds, nanos = divmod(abs(nanoseconds), 1_000_000_000)
+        hours, seconds = divmod(seconds, 3600)
+        minutes, seconds = divmod(seconds, 60)
+        clock = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}" + (f".{nanos // 1000:06d}" if nanos else "")
+        parts.append(clock)
+    return " ".join(parts)
+
+
 def query(lake: LakeStore, sql: str) -> pl.DataFrame:
-    """Run a read-only query over the lake and return the result as polars."""
+    """Run a read-only query over the lake and return the result as polars.
+
+    Raises :class:`SQLRefusedError` for anything but a query, ``duckdb.Error`` for a
+    query DuckDB rejects. INTERVAL results come back as durations (or as text when they
+    hold months)."""
     con = connect(lake)
     try:
         check_read_only(con, sql)
-        return pl.from_arrow(con.sql(sql).to_arrow_table())
+        return pl.from_arrow(_polars_compatible(con.sql(sql).to_arrow_table()))
     finally:
         con.close()
 

@@ -108,3 +108,21 @@ def test_sql_views_and_read_only(tmp_path):
             query(lake, statement)
     with pytest.raises(Exception, match="disabled"):
         query(lake, "select * from read_csv('/etc/hostname')")
+
+
+def test_sql_interval_results_and_pivot(tmp_path):
+    import datetime as dt
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    lake.replace("scores", partition("m1", FP_A, 3), {"model": "m1", "fingerprint": FP_A})
+    frame = query(lake, "select interval 3 day + interval 90 minute as d, interval 14 month + interval 2 day as m, "
+                        "cast(null as interval) as n")
+    assert frame["d"][0] == dt.timedelta(days=3, minutes=90)
+    # DuckDB's own rendering of the same value
+    assert frame["m"][0] == "1 year 2 months 2 days"
+    assert frame["n"][0] is None
+    # a PIVOT without an IN list is DuckDB's MULTI statement: a read, so allowed
+    pivot = query(lake, "pivot (select model, sample_id, value from scores) on sample_id using sum(value) group by model")
+    assert pivot.height == 1 and pivot.width == 4
+    with pytest.raises(SQLRefusedError, match="refused this INSERT statement"):
+        query(lake, "insert into scores select * from scores")
