@@ -164,7 +164,11 @@ class BERTScore(Metric):
     tokens for MiniLM, special tokens included) is cut to it and ``detail["truncated"]``
     says how many tokens were dropped from which side; an empty (or whitespace-only)
     candidate or reference scores P = R = F = 0 (before rescaling) with
-    ``detail["empty"]`` set. When the best F comes from a P and R of opposite signs
+    ``detail["empty"]`` set. A sample with no reference is ``unscored``. With idf, a
+    precision (recall) whose candidate (reference) tokens all have idf 0 -- they occur in
+    every reference -- is undefined: bert-score returns NaN there and facetlake records an
+    ``error`` naming the cause; F is the best over the references where it is defined
+    (bert-score fills 0 instead), an ``error`` when it is defined for none. When the best F comes from a P and R of opposite signs
     (F can then exceed both and is numerically ill-conditioned), the F score's
     ``detail["f1_condition"]`` gives the error magnification (:func:`f1_condition`).
     """
@@ -196,11 +200,11 @@ class BERTScore(Metric):
         self.encoder = get_encoder(model, device)
         layer = self.encoder.num_layers if num_layers is None else int(num_layers)
         if not 1 <= layer <= self.encoder.num_layers:
-            raise ValueError(f"num_layers must be in 1..{self.encoder.num_layers} for this model, got {num_layers!r}")
+            raise ValueError(f"bertscore: num_layers must be in 1..{self.encoder.num_layers} for this model, got {num_layers!r}")
         if baseline is not None:
             baseline = tuple(float(b) for b in baseline)
             if len(baseline) != 3 or any(b >= 1.0 for b in baseline):
-                raise ValueError(f"baseline must be three numbers (P, R, F) below 1, got {baseline!r}")
+                raise ValueError(f"bertscore: baseline must be three numbers (P, R, F) below 1, e.g. --param baseline=0.83,0.83,0.83; got {baseline!r}")
         params: dict[str, Any] = {
             "model": model_identity(self.encoder.path),
             "num_layers": layer,
@@ -260,9 +264,10 @@ class BERTScore(Metric):
             empty = []
             if len(hyp_ids) == n_special:
                 empty.append("candidate")
-            best = [-math.inf, -math.inf, -math.inf]
-            best_f_pr = (math.nan, math.nan)
-            nan_weights = False
+            if not refs:
+                results.append({n: Score.unscored("no reference to compare with") for n in self.score_directions})
+                continue
+            per_ref: list[tuple[float, float, float]] = []
             padded = padded_references([len(encoded[ref][0]) for ref in refs]) if self.pad_references else [False] * len(refs)
             for k, ref in enumerate(refs):
                 ref_ids, ref_cut = encoded[ref]
@@ -276,22 +281,26 @@ class BERTScore(Metric):
                     detail.setdefault("bert_score_padding", []).append(k)
                 if len(hyp_ids) == n_special or ref_empty:
                     p, r = 0.0, 0.0  # bert_score: "Empty candidate/reference ... setting raw BERTScores to 0"
-                if math.isnan(f):
-                    f = 0.0  # bert_score: F.masked_fill(isnan(F), 0)
-                if math.isnan(p) or math.isnan(r):
-                    nan_weights = True
-                    continue
-                if f > best[2]:
-                    best_f_pr = (p, r)
-                best = [max(best[0], p), max(best[1], r), max(best[2], f)]
+                if math.isnan(f) and not (math.isnan(p) or math.isnan(r)):
+                    f = 0.0  # bert_score: F.masked_fill(isnan(F), 0) where P + R = 0
+                per_ref.append((p, r, f))
             if truncated:
                 detail["truncated"] = {**truncated, "max_length": enc.max_length}
             if empty:
                 detail["empty"] = empty
-            if nan_weights and best[0] == -math.inf:
-                msg = "every token weight is 0 (all candidate or reference tokens have idf 0), BERTScore is undefined"
-                results.append({n: Score.error(msg, **detail) for n in self.score_directions})
-                continue
+            # P (R) is undefined when some reference leaves every candidate (reference) token
+            # with idf weight 0: bert-score's max over references is then NaN -> an error here.
+            # F is the best over the references where it is defined (bert-score fills 0).
+            undefined = "every {side} token has idf weight 0 (it occurs in every reference document), so BERTScore {what} is undefined"
+            p_nan = any(math.isnan(v[0]) for v in per_ref)
+            r_nan = any(math.isnan(v[1]) for v in per_ref)
+            defined = [v for v in per_ref if not math.isnan(v[2])]
+            best = [
+                math.nan if p_nan else max(v[0] for v in per_ref),
+                math.nan if r_nan else max(v[1] for v in per_ref),
+                max((v[2] for v in defined), default=math.nan),
+            ]
+            best_f_pr = max(defined, key=lambda v: v[2])[:2] if defined else (math.nan, math.nan)
             if self.baseline is not None:
                 best = [(v - b) / (1 - b) for v, b in zip(best, self.baseline)]
                 detail["baseline"] = list(self.baseline)
@@ -301,9 +310,12 @@ class BERTScore(Metric):
                 f_detail = {**detail, "f1_condition": float(f"{condition:.3g}")}
             results.append(
                 {
-                    "bertscore_precision": Score(best[0], detail=detail),
-                    "bertscore_recall": Score(best[1], detail=detail),
-                    "bertscore_f1": Score(best[2], detail=f_detail),
+                    "bertscore_precision": Score.error(undefined.format(side="candidate", what="precision"), **detail)
+                    if p_nan else Score(best[0], detail=detail),
+                    "bertscore_recall": Score.error(undefined.format(side="reference", what="recall"), **detail)
+                    if r_nan else Score(best[1], detail=detail),
+                    "bertscore_f1": Score.error(undefined.format(side="candidate or reference", what="F1"), **detail)
+                    if math.isnan(best[2]) else Score(best[2], detail=f_detail),
                 }
             )
         return results

@@ -51,7 +51,9 @@ class MetricRegistry:
         if lowered in self._aliases:
             return self._aliases[lowered]
         known = sorted({*self._by_name, *self._aliases})
-        close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+        # names contained in what was typed, or containing it ("bleu_score" -> bleu), then close spellings
+        inside = sorted((k for k in known if len(k) >= 3 and (k in lowered or lowered in k)), key=lambda k: (abs(len(k) - len(lowered)), k))
+        close = list(dict.fromkeys([*inside[:3], *difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)]))[:3]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownMetricError(
             f"unknown metric {name!r}{hint} (run `facetlake metrics` to list the {len(self._by_name)} registered metrics)"
@@ -62,8 +64,10 @@ class MetricRegistry:
         return self._by_name[self.resolve(name)]
 
     def create(self, name: str, **params: Any) -> Metric:
-        """An instance of the metric ``name`` with ``params``."""
-        return self.get_class(name)(**params)
+        """An instance of the metric ``name`` with ``params``, checked and converted by
+        :func:`check_params` first (raises :class:`MetricParamError` naming the parameter)."""
+        cls = self.get_class(name)
+        return cls(**check_params(cls, params))
 
     def names(self) -> list[str]:
         """Sorted canonical names."""
@@ -78,6 +82,117 @@ class MetricRegistry:
         except UnknownMetricError:
             return False
         return True
+
+
+class MetricParamError(ValueError):
+    """A metric parameter is unknown or has a value of the wrong kind."""
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _convert(metric: str, key: str, value: Any, hint: Any) -> Any:
+    """``value`` converted to the annotated type ``hint``; raises MetricParamError."""
+    import collections.abc as cabc
+    import types
+    import typing
+
+    def bad(expected: str, example: str) -> MetricParamError:
+        return MetricParamError(f"{metric}: parameter {key} must be {expected}, got {value!r} (e.g. --param {key}={example})")
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None or (isinstance(value, str) and value.strip().lower() in {"none", "null", ""} and type(None) in typing.get_args(hint)):
+            return None
+        if len(options) == 1:
+            return _convert(metric, key, value, options[0])
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise bad("true or false", "true")
+    if hint is int:
+        if isinstance(value, bool):
+            raise bad("a whole number", "3")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise bad("a whole number", "3")
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise bad("a number", "0.5")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise bad("text", "VALUE")
+    if origin in (cabc.Sequence, list, tuple) and origin is not None:
+        (item,) = typing.get_args(hint)[:1] or (Any,)
+        items = value
+        if isinstance(value, str):
+            text = value.strip()
+            if text[:1] in "([" and text[-1:] in ")]":
+                text = text[1:-1]
+            items = [t.strip() for t in text.split(",") if t.strip()]
+        if not isinstance(items, (list, tuple)):
+            raise bad("a list", "0.1,0.2,0.3" if item is float else "a,b")
+        if item in (bool, int, float, str):
+            try:
+                return [_convert(metric, key, v, item) for v in items]
+            except MetricParamError:
+                raise bad(f"a list of {item.__name__} values", "0.1,0.2,0.3" if item is float else "a,b") from None
+        return list(items)
+    return value
+
+
+def check_params(cls: type[Metric], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked against ``cls.__init__``'s signature and converted to its
+    annotated types: bool (true/false/yes/no/1/0), int, float, str, optional values
+    (none/null), and lists (a YAML list or comma-separated text, e.g. ``0.1,0.2,0.3``).
+
+    Raises :class:`MetricParamError` for a parameter the metric does not take (listing
+    the ones it does) or a value of the wrong kind (naming parameter, expected kind and
+    an example). Parameters of a metric taking ``**kwargs`` pass through unchecked."""
+    import inspect
+    import typing
+
+    signature = inspect.signature(cls.__init__)
+    accepted = {n: p for n, p in list(signature.parameters.items())[1:] if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation that cannot be evaluated: check names only
+        hints = {}
+    out = {}
+    for key, value in params.items():
+        if key not in accepted:
+            if open_ended:
+                out[key] = value
+                continue
+            valid = ", ".join(accepted) or "none"
+            raise MetricParamError(f"{cls.name} takes no parameter {key!r}; its parameters: {valid}")
+        hint = hints.get(key)
+        out[key] = value if hint is None or hint is Any else _convert(cls.name, key, value, hint)
+    return out
 
 
 REGISTRY = MetricRegistry()

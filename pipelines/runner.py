@@ -7,9 +7,10 @@ project folder holding dagster.yaml), so runs started from the CLI appear in the
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import dagster as dg
 import polars as pl
@@ -149,9 +150,15 @@ def rescore(
     """
     from metric_ops.registry import REGISTRY
     from resources.metric_inputs import build_metric
-    from resources.judges import merged_params
+    from resources.judges import merged_params, parse_param_overrides
 
     names = [REGISTRY.resolve(m) for m in metrics]
+    stray = sorted(set(parse_param_overrides(list(params or []))) - {"*", *names})
+    if stray:
+        raise ValueError(
+            f"--param names {', '.join(stray)}, which is not among the metrics being scored ({', '.join(names)}); "
+            f"add --metric {stray[0]} or drop the METRIC. prefix"
+        )
     done: list[dict[str, Any]] = []
     existing = lake.read("scores", columns=["model", "fingerprint", "signature"]).unique() if lake.exists("scores") else None
     for model, fp in stored_partitions(lake, fingerprint):
@@ -176,6 +183,35 @@ def rescore(
     return done
 
 
+def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
+    """What a :func:`rescore` call stored, per model x fingerprint x metric it scored:
+    rows ``scored``, ``error`` and ``unscored``, and the first error message
+    (``first_error``, "" when none). Rows are found by the metric name that starts their
+    signature. Empty frame when nothing was scored."""
+    wanted = [(d["model"], d["fingerprint"], name) for d in done for name in d["scored"]]
+    columns = {"model": pl.String, "fingerprint": pl.String, "metric": pl.String, "scored": pl.Int64,
+               "error": pl.Int64, "unscored": pl.Int64, "first_error": pl.String}
+    if not wanted or not lake.exists("scores"):
+        return pl.DataFrame(schema=columns)
+    frame = lake.read("scores", columns=["model", "fingerprint", "status", "detail", "signature"]).with_columns(
+        pl.col("signature").str.split("|").list.first().alias("name")
+    )
+    rows = []
+    for model, fp, name in wanted:
+        part = frame.filter((pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("name") == name))
+        counts = dict(part.group_by("status").len().iter_rows())
+        errors = part.filter(pl.col("status") == "error")["detail"]
+        first = ""
+        if errors.len():
+            try:
+                first = str(json.loads(errors[0]).get("error", ""))
+            except (TypeError, ValueError):
+                first = str(errors[0])
+        rows.append({"model": model, "fingerprint": fp, "metric": name, "scored": counts.get("scored", 0),
+                     "error": counts.get("error", 0), "unscored": counts.get("unscored", 0), "first_error": first})
+    return pl.DataFrame(rows, schema=columns)
+
+
 def summary_table(lake: LakeStore, fingerprints: Iterable[str] | None = None) -> pl.DataFrame:
     """dataset x model x metric: mean, n scored, n total (from the summary table)."""
     frame = lake.read("summary")
@@ -190,6 +226,7 @@ __all__ = [
     "register",
     "rescore",
     "run_evaluation",
+    "scoring_outcome",
     "stored_partitions",
     "summary_table",
 ]

@@ -241,7 +241,11 @@ def parse_param_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``["judge=api:m@URL", "faithfulness.max_attempts=3"]`` -> ``{"*": {"judge": ...},
     "faithfulness": {"max_attempts": 3}}``. Values are read as YAML scalars/lists
     (``n=5`` is an int, ``judges=[a, b]`` a list); a value YAML cannot read stays a string.
-    Raises ``ValueError`` for an item without ``=``."""
+    A ``METRIC.`` prefix may be any name or alias (``rougeL.use_stemmer``) and is stored
+    under the canonical name. Raises ``ValueError`` for an item without ``=`` and
+    :class:`~metric_ops.registry.UnknownMetricError` for an unknown prefix."""
+    from metric_ops.registry import REGISTRY
+
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -255,6 +259,8 @@ def parse_param_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
             value = raw
         if isinstance(value, (dict,)) and ":" in raw and not raw.strip().startswith("{"):
             value = raw  # e.g. api:m@http://host:8000/v1 read by YAML as a mapping
+        if dot:
+            metric = REGISTRY.resolve(metric)
         out.setdefault(metric if dot else "*", {})[name if dot else key] = value
     return out
 

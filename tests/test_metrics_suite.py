@@ -321,3 +321,56 @@ def test_bertscore_flags_an_ill_conditioned_f1():
     assert "f1_condition" not in row["bertscore_precision"].detail
     assert [p, r] == pytest.approx(ref[:2], abs=1e-6)
     assert f == pytest.approx(ref[2], abs=1e-6 * kappa)
+
+
+@pytest.mark.slow
+def test_bertscore_without_references_is_unscored_not_minus_infinity():
+    row = get_metric("bertscore").score_batch([Sample("q", "question")], ["an answer"])[0]
+    assert {s.status for s in row.values()} == {"unscored"}
+    assert all(s.value is None for s in row.values())
+
+
+@pytest.mark.slow
+def test_bertscore_idf_undefined_precision_is_an_error_and_recall_stays():
+    # "the" occurs in every reference document: its idf is ln(5/5) = 0, so the candidate's
+    # weights sum to 0 and precision is undefined (bert-score: NaN); recall is defined.
+    from metric_ops.crossval import Case, bert_score_reference
+    from metric_ops.embeddings import get_encoder
+
+    cases = [Case("the", ("the cat", "the dog"), "edge", real=False), Case("a bird", ("the bird", "the fish"), "edge", real=False)]
+    enc = get_encoder(None)
+    ref = bert_score_reference(cases, enc.path, enc.num_layers, idf=True)
+    rows = get_metric("bertscore", idf=True).score_batch([_s(*c.references) for c in cases], [c.prediction for c in cases])
+    assert math.isnan(ref[0][0]) and ref[0][2] == 0.0  # bert-score: P NaN, F filled with 0
+    assert rows[0]["bertscore_precision"].status == "error"
+    assert "idf weight 0" in rows[0]["bertscore_precision"].detail["error"]
+    assert rows[0]["bertscore_recall"].value == pytest.approx(ref[0][1], abs=1e-6)
+    assert rows[0]["bertscore_f1"].status == "error"  # undefined, never a filled-in 0
+    assert [rows[1][n].value for n in ("bertscore_precision", "bertscore_recall", "bertscore_f1")] == pytest.approx(ref[1], abs=1e-6)
+
+
+def test_metric_parameters_are_checked_and_converted():
+    from metric_ops.registry import MetricParamError
+
+    assert get_metric("nltk_bleu", smoothing="3").params["smoothing"] == 3
+    assert get_metric("rouge_l", use_stemmer="yes").params["use_stemmer"] is True
+    with pytest.raises(MetricParamError, match="use_stemmer must be true or false, got 'maybe'"):
+        get_metric("rouge_l", use_stemmer="maybe")
+    with pytest.raises(MetricParamError, match="smoothing must be a whole number"):
+        get_metric("nltk_bleu", smoothing="abc")
+    with pytest.raises(MetricParamError, match=r"takes no parameter 'nosuch'; its parameters: .*smoothing"):
+        get_metric("nltk_bleu", nosuch=1)
+
+
+@pytest.mark.slow
+def test_bertscore_baseline_parameter_forms():
+    from metric_ops.registry import MetricParamError
+
+    for form in ("0.8,0.8,0.8", "(0.8,0.8,0.8)", "[0.8, 0.8, 0.8]", [0.8, 0.8, 0.8]):
+        assert "baseline:0.8,0.8,0.8" in get_metric("bertscore", baseline=form).signature()
+    with pytest.raises(ValueError, match="three numbers"):
+        get_metric("bertscore", baseline="1,2")
+    with pytest.raises(MetricParamError, match="baseline must be a list"):
+        get_metric("bertscore", baseline=100)
+    with pytest.raises(MetricParamError, match="idf must be true or false"):
+        get_metric("bertscore", idf="maybe")
