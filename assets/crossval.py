@@ -1,7 +1,8 @@
 """The cross-validation report asset: facetlake's metrics vs their reference libraries
 on real data (SF-RES, QAGS-CNNDM, SelfAware) plus edge cases.
 
-Regenerate the Markdown file with ``python -m assets.crossval [OUTPUT.md]`` (default
+Regenerate the Markdown file with ``facetlake crossval [--out OUTPUT.md]`` or
+``python -m assets.crossval [OUTPUT.md]`` (default
 ``docs/crossvalidation.md``). The comparison itself is :func:`metric_ops.crossval.crossvalidate`;
 this module only loads the cases and writes the file. The reference libraries
 (bert-score in particular) are test-only dependencies: install the ``test`` extra.
@@ -21,7 +22,7 @@ from metric_ops.crossval import Case, crossvalidate, edge_cases, report_markdown
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = PROJECT_ROOT / "data"
 DEFAULT_REPORT = PROJECT_ROOT / "docs" / "crossvalidation.md"
-REGENERATE = "python -m assets.crossval"
+REGENERATE = "facetlake crossval"
 
 # Long QAGS sources cost ~50x a short pair in the neural models; this many of them go to
 # BERTScore / semantic similarity (they exercise truncation at 512 tokens), all to lexical.
@@ -136,7 +137,7 @@ def write_report(path: str | os.PathLike | None = None, data_dir: str | os.PathL
 def crossvalidation_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     """Cross-validation of every metric variant against its reference library on real data.
 
-    Writes docs/crossvalidation.md (regenerate with ``python -m assets.crossval``); fails
+    Writes docs/crossvalidation.md (regenerate with ``facetlake crossval``); fails
     the materialisation when any variant exceeds its tolerance.
     """
     path, rows = write_report(progress=False)

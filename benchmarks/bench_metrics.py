@@ -265,7 +265,7 @@ def main() -> int:
         conditioned += sum(kappa > 1.0 for _, kappa in diffs)
         worst_all, worst_scaled_all = max(worst_all, worst), max(worst_scaled_all, worst_scaled)
         ratio = their_times[key] / per_metric[key] if per_metric[key] > 0 else math.inf
-        print(f"| {key} | {per_metric[key]:.2f} | {their_times[key]:.2f} | {ratio:.1f}x | {worst:.2e} | {worst_scaled:.2e} |")
+        print(f"| {key} | {per_metric[key]:.2f} | {their_times[key]:.2f} | {ratio:.2g}x | {worst:.2e} | {worst_scaled:.2e} |")
     print(
         f"| **whole suite (one score_suite call)** | **{ours_total:.1f}** | **{naive_total:.1f}** | "
         f"**{naive_total / ours_total:.1f}x** | **{worst_all:.2e}** | **{worst_scaled_all:.2e}** |"

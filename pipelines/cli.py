@@ -56,11 +56,22 @@ def _lake(path: Optional[str]):
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    """Print ``message`` as an error and exit with status 1 (raises ``typer.Exit``).
+
+    The message is printed literally: a "[red]" or "[/]" in it is text, not rich markup."""
+    from rich.text import Text
+
+    err.print(Text.assemble(("error:", "bold red"), " ", message))
     raise typer.Exit(code=1)
 
 
 def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | None = None) -> None:
+    """Print a polars frame as a rich table, CSV or JSON on stdout.
+
+    Headers, cells and the title are shown literally: query results and column names such
+    as ``regexp_extract(s, '[a-z]+')`` are never read as rich markup."""
+    from rich.text import Text
+
     if fmt is OutputFormat.csv:
         import polars as pl
 
@@ -77,11 +88,11 @@ def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | Non
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n")
         return
-    table = Table(title=title, show_lines=False)
+    table = Table(title=Text(title) if title is not None else None, show_lines=False)
     for column in frame.columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(Text(column), overflow="fold")
     for row in frame.iter_rows():
-        table.add_row(*[f"{v:.4f}" if isinstance(v, float) else ("∅" if v is None else str(v)) for v in row])
+        table.add_row(*[Text(f"{v:.4f}" if isinstance(v, float) else ("∅" if v is None else str(v))) for v in row])
     console.print(table)
 
 
@@ -178,11 +189,26 @@ def score(
         _fail(str(exc))
     import polars as pl
 
+    from pipelines.runner import scoring_outcome
+
     frame = pl.DataFrame(
         [{"model": d["model"], "fingerprint": d["fingerprint"][:12], "scored": ", ".join(d["scored"]) or "-",
           "skipped (already scored)": ", ".join(d["skipped"]) or "-"} for d in done]
     )
     _print_frame(frame, title="rescoring")
+    outcome = scoring_outcome(store, done)
+    if outcome.height:
+        _print_frame(
+            outcome.with_columns(pl.col("fingerprint").str.slice(0, 12), pl.col("first_error").str.slice(0, 120)),
+            title="rows stored (status scored / error / unscored)",
+        )
+    failed = outcome.filter((pl.col("scored") == 0) & (pl.col("error") > 0))
+    if failed.height:
+        first = failed.row(0, named=True)
+        _fail(
+            f"{failed.height} metric partition(s) stored only errors, e.g. {first['metric']} on {first['model']}: "
+            f"{first['first_error']} (rows kept with status 'error'; see their detail column)"
+        )
 
 
 @app.command()
@@ -285,13 +311,18 @@ def main() -> None:
     """Console entry: run the CLI; print errors as one line (set FACETLAKE_DEBUG=1 for the traceback)."""
     try:
         app()
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
-    except Exception as exc:  # noqa: BLE001 - every error reaches the user as one clear line
+    # BaseException: pyo3_runtime.PanicException (a panic inside polars or deltalake) is
+    # not an Exception; it too reaches the user as one line
+    except BaseException as exc:  # noqa: BLE001 - every error reaches the user as one clear line
         if os.environ.get("FACETLAKE_DEBUG"):
             raise
+        from rich.text import Text
+
         user = _user_error(exc)
-        err.print(f"[bold red]error:[/] {type(user).__name__}: {user}", markup=True, highlight=False)
+        # literally, not as rich markup (a message may hold "[/]" or "[red]")
+        err.print(Text.assemble(("error:", "bold red"), f" {type(user).__name__}: {user}"))
         err.print("(set FACETLAKE_DEBUG=1 for the full traceback)")
         sys.exit(1)
 

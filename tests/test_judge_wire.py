@@ -95,7 +95,9 @@ def test_score_with_judge_from_cli_lands_errors_with_raw_text_and_caches(server,
             "--param", "max_tokens=12", "--lake", lake.root]
     before = len(server.requests)
     result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    # every judge reply is unparseable: the rows are stored as errors and the command says so
+    assert result.exit_code == 1, result.output
+    assert "stored only errors" in " ".join(result.output.split())
     paid = len(server.requests) - before
     # faithfulness: the claims step fails for each distinct (question, answer), 2 attempts each;
     # g_eval: the evaluation-steps call fails, 2 attempts, once (the second model hits the cache)
@@ -116,13 +118,13 @@ def test_score_with_judge_from_cli_lands_errors_with_raw_text_and_caches(server,
     assert cached.height == paid
 
     again = runner.invoke(app, [*args, "--force"])
-    assert again.exit_code == 0, again.output
+    assert again.exit_code == 1 and "stored only errors" in " ".join(again.output.split()), again.output
     assert len(server.requests) - before == paid  # re-materialising paid nothing
     rescored = lake.read("scores", where={"fingerprint": fp, "metric": ["faithfulness", "hallucination", "g_eval"]})
     assert sorted(rescored["detail"]) == sorted(scores["detail"])
 
     skipped = runner.invoke(app, args)  # same signature: skipped without --force
-    assert "skipped" in skipped.output and len(server.requests) - before == paid
+    assert skipped.exit_code == 0 and "skipped" in skipped.output and len(server.requests) - before == paid
 
 
 def test_pairwise_command_runs_over_the_stored_run(server, judge_spec, two_model_lake):

@@ -111,18 +111,45 @@ def test_sql_views_and_read_only(tmp_path):
 
 
 def test_sql_interval_results_and_pivot(tmp_path):
-    import datetime as dt
-
     lake = LakeStore(root=str(tmp_path / "lake"))
     lake.replace("scores", partition("m1", FP_A, 3), {"model": "m1", "fingerprint": FP_A})
     frame = query(lake, "select interval 3 day + interval 90 minute as d, interval 14 month + interval 2 day as m, "
-                        "cast(null as interval) as n")
-    assert frame["d"][0] == dt.timedelta(days=3, minutes=90)
-    # DuckDB's own rendering of the same value
-    assert frame["m"][0] == "1 year 2 months 2 days"
-    assert frame["n"][0] is None
+                        "cast(null as interval) as n, interval (-1) month as neg, [interval 3 day] as l, "
+                        "{'a': interval 3 day} as s, interval 1 day as \"q\"\"x\", 7 as z")
+    # every INTERVAL, also nested, is DuckDB's own text; other columns keep names and types
+    assert frame.row(0) == ("3 days 01:30:00", "1 year 2 months 2 days", None, "-1 month", "[3 days]",
+                            "{'a': 3 days}", "1 day", 7)
+    assert frame.columns[:7] == ["d", "m", "n", "neg", "l", "s", 'q"x'] and frame.schema["n"] == pl.String
+    # the text writes to CSV (a duration or Arrow interval column would not)
+    assert frame.select("d", "neg").write_csv() == "d,neg\n3 days 01:30:00,-1 month\n"
     # a PIVOT without an IN list is DuckDB's MULTI statement: a read, so allowed
     pivot = query(lake, "pivot (select model, sample_id, value from scores) on sample_id using sum(value) group by model")
     assert pivot.height == 1 and pivot.width == 4
     with pytest.raises(SQLRefusedError, match="refused this INSERT statement"):
         query(lake, "insert into scores select * from scores")
+    # named by the user's own keyword, not DuckDB's statement type (LOAD, TRANSACTION)
+    for statement, keyword in [("install httpfs", "INSTALL"), ("-- x\n load httpfs", "LOAD"), ("begin", "BEGIN"),
+                               ("with x as (select 1) insert into scores select * from x", "INSERT")]:
+        with pytest.raises(SQLRefusedError, match=f"refused this {keyword} statement"):
+            query(lake, statement)
+
+
+def test_sql_reads_local_tables_through_the_native_filesystem(tmp_path):
+    """Local datasets use pyarrow's native filesystem (not deltalake's Python one, whose
+    callbacks from Arrow's IO threads crash the CLI at exit), with partition folders whose
+    names Delta percent-encodes, and keep filter pushdown."""
+    import pyarrow.fs as pa_fs
+
+    from resources.sql import _dataset
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    odd = "org/model:v1 +x@y"
+    lake.replace("scores", partition(odd, FP_A, 3), {"model": odd, "fingerprint": FP_A})
+    lake.replace("scores", partition("m2", FP_B, 2), {"model": "m2", "fingerprint": FP_B})
+    dataset = _dataset(lake, "scores")
+    assert isinstance(dataset.filesystem, pa_fs.SubTreeFileSystem)
+    assert isinstance(dataset.filesystem.base_fs, pa_fs.LocalFileSystem)
+    result = query(lake, "select model, count(*) as n, sum(value) as s from scores group by 1 order by 1")
+    assert result.to_dicts() == [{"model": "m2", "n": 2, "s": 3.0}, {"model": odd, "n": 3, "s": 6.0}]
+    plan = query(lake, "explain select sample_id from scores where model = 'm2'")["explain_value"][0]
+    assert "Filters:" in plan and "Projections: sample_id" in plan  # pushed into the Arrow scan
