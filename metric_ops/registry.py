@@ -92,6 +92,42 @@ _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
+# scalar parameter types: (what the error says is expected, an example value)
+_SCALARS: dict[type, tuple[str, str]] = {
+    bool: ("true or false", "true"),
+    int: ("a whole number", "3"),
+    float: ("a number", "0.5"),
+    str: ("text", "VALUE"),
+}
+
+
+def _scalar(value: Any, hint: type) -> Any:
+    """``value`` as ``hint`` (bool, int, float or str); raises ``ValueError``.
+
+    bool: a bool, 0/1 or true/false/yes/no/on/off/1/0 text; int: an int, a whole float or
+    integer text; float: an int, a float or numeric text; str: text or a number. A bool
+    is never read as a number or as text."""
+    if hint is bool:
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        if isinstance(value, int) and value in (0, 1):  # True and False included
+            return bool(value)
+        raise ValueError(value)
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if hint is str:
+        if isinstance(value, (str, int, float)):
+            return str(value)
+        raise ValueError(value)
+    if isinstance(value, str):
+        return hint(value.strip())  # int("3"), float("0.5"); ValueError otherwise
+    if hint is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, hint) or (hint is float and isinstance(value, int)):
+        return hint(value)
+    raise ValueError(value)
+
+
 def _convert(metric: str, key: str, value: Any, hint: Any) -> Any:
     """``value`` converted to the annotated type ``hint``; raises MetricParamError."""
     import collections.abc as cabc
@@ -109,42 +145,11 @@ def _convert(metric: str, key: str, value: Any, hint: Any) -> Any:
         if len(options) == 1:
             return _convert(metric, key, value, options[0])
         return value
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            return value.strip().lower() in _TRUE
-        raise bad("true or false", "true")
-    if hint is int:
-        if isinstance(value, bool):
-            raise bad("a whole number", "3")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                pass
-        raise bad("a whole number", "3")
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise bad("a number", "0.5")
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise bad("text", "VALUE")
+    if hint in _SCALARS:
+        try:
+            return _scalar(value, hint)
+        except ValueError:
+            raise bad(*_SCALARS[hint]) from None
     if origin in (cabc.Sequence, list, tuple) and origin is not None:
         (item,) = typing.get_args(hint)[:1] or (Any,)
         items = value
@@ -157,8 +162,8 @@ def _convert(metric: str, key: str, value: Any, hint: Any) -> Any:
             raise bad("a list", "0.1,0.2,0.3" if item is float else "a,b")
         if item in (bool, int, float, str):
             try:
-                return [_convert(metric, key, v, item) for v in items]
-            except MetricParamError:
+                return [_scalar(v, item) for v in items]
+            except ValueError:
                 raise bad(f"a list of {item.__name__} values", "0.1,0.2,0.3" if item is float else "a,b") from None
         return list(items)
     return value
