@@ -29,20 +29,23 @@ def read_pinned(lake: LakeStore, table: str, versions: Mapping[str, int | None],
 
 
 def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: pl.DataFrame) -> dict[str, Any]:
-    """What an analysis read: each table's Delta version, the model x fingerprint
-    partitions of ``scores`` and the scores run (Dagster run id) behind each model."""
+    """What an analysis read: each table's Delta version, the models whose ``scores`` it
+    read, and per model and metric signature the scores run(s) (Dagster run ids) that
+    wrote the rows it read: every verdict traces to every run behind it."""
     models = sorted(set(scores["model"].to_list())) if scores.height else []
-    runs = (
-        {m: sorted(set(scores.filter(pl.col("model") == m)["run_id"].drop_nulls().to_list())) for m in models}
-        if "run_id" in scores.columns
-        else {}
-    )
+    runs: dict[str, list[str]] = {}
+    by_signature: dict[str, dict[str, list[str]]] = {}
+    if "run_id" in scores.columns and scores.height:
+        for (model, signature), group in scores.group_by(["model", "signature"]):
+            ids = sorted(set(group["run_id"].drop_nulls().to_list()))
+            by_signature.setdefault(model, {})[signature] = ids
+            runs[model] = sorted({*runs.get(model, []), *ids})
     return {
         "fingerprint": fingerprint,
         "table_versions": dict(versions),
-        "partitions": {"scores": [f"{fingerprint}|{m}" for m in models], "generations": [f"{fingerprint}|{m}" for m in models],
-                       "samples": [fingerprint]},
+        "models": models,
         "scores_run_ids": runs,
+        "scores_runs_by_signature": {m: dict(sorted(v.items())) for m, v in sorted(by_signature.items())},
     }
 
 

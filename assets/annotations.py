@@ -8,7 +8,7 @@ annotation's value with ``metric_params: {METRIC: {use_annotation: NAME}}``.
 import dagster as dg
 
 from assets.common import load_samples, markdown_table, partition_parts, record_run
-from pipelines.partitions import model_fingerprint_partitions
+from assets.partitions import pair_partitions
 from resources.annotators import make_annotators, run_annotators
 from resources.backends import ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
@@ -32,7 +32,7 @@ ANNOTATIONS_COLUMNS = [
 
 
 @dg.asset(
-    partitions_def=model_fingerprint_partitions,
+    partitions_def=pair_partitions,
     deps=["generations"],
     group_name="evaluation",
     kinds={"delta"},

@@ -124,8 +124,30 @@ def markdown_table(frame: pl.DataFrame, float_digits: int = 4) -> str:
     return "\n".join(lines)
 
 
-def partition_parts(context: dg.AssetExecutionContext) -> tuple[str, str]:
-    """(model, fingerprint) of the current model x fingerprint partition."""
-    key = context.partition_key
-    keys = key.keys_by_dimension if isinstance(key, dg.MultiPartitionKey) else dg.MultiPartitionKey.from_str(key).keys_by_dimension  # type: ignore[attr-defined]
-    return keys["model"], keys["fingerprint"]
+def partition_parts(context: dg.AssetExecutionContext, writing: bool = True) -> tuple[str, str]:
+    """(model, fingerprint) of the current pair partition (``name@fp12:model``), looked up in
+    the catalog. Raises ``dg.Failure`` when the key is not a registered pair, or (when
+    ``writing``) when it is history or archived: those rows are read-only."""
+    from resources.catalog import CatalogError, pair_row
+
+    lake = context.resources.lake
+    try:
+        row = pair_row(lake, str(context.partition_key))
+    except CatalogError as exc:
+        raise dg.Failure(str(exc)) from None
+    if writing and row["status"] != "current":
+        raise dg.Failure(
+            f"partition {context.partition_key} is {row['status']} (evaluation {row['evaluation']} has moved on or is archived); "
+            "its stored rows are kept read-only. Materialise the evaluation's current partitions instead (`facetlake evaluations`)"
+        )
+    return row["model"], row["fingerprint"]
+
+
+def evaluation_fingerprint(context: dg.AssetExecutionContext) -> str:
+    """The 64-hex fingerprint of the current evaluation partition (``name@fp12``)."""
+    from resources.catalog import CatalogError, evaluation_row
+
+    try:
+        return evaluation_row(context.resources.lake, str(context.partition_key))["fingerprint"]
+    except CatalogError as exc:
+        raise dg.Failure(str(exc)) from None

@@ -20,14 +20,13 @@ import dagster as dg
 import polars as pl
 
 from assets.analysis_common import pinned_versions, read_pinned, reads_record, resource_figures, text_bars
-from assets.common import markdown_table, record_run
+from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import ALPHA, compare_models, detail_json
-from pipelines.partitions import fingerprint_partitions
+from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.lake import SCHEMAS, LakeStore
 
 CHECK_REGRESSION = "check_comparisons_no_regression"
-_PER_FP = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="fingerprint")
 
 
 class IncomparableError(ValueError):
@@ -222,20 +221,20 @@ def regression_check(rows: list[dict[str, Any]], baseline: str | None, fingerpri
 
 
 @dg.asset(
-    partitions_def=fingerprint_partitions,
-    deps=[dg.AssetDep("scores", partition_mapping=_PER_FP), dg.AssetDep("generations", partition_mapping=_PER_FP)],
+    partitions_def=evaluation_partitions,
+    deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE), dg.AssetDep("generations", partition_mapping=EVALUATION_EDGE)],
     group_name="evaluation",
     kinds={"delta", "scipy"},
     pool="delta_comparisons",
-    automation_condition=dg.AutomationCondition.eager(),
-    check_specs=[dg.AssetCheckSpec(CHECK_REGRESSION, asset="comparisons",
+    # partitioned like the asset: each evaluation's alert stands on its own in the UI
+    check_specs=[dg.AssetCheckSpec(CHECK_REGRESSION, asset="comparisons", partitions_def=evaluation_partitions,
                                    description="no model significantly worse than the evaluation's configured baseline (Holm-corrected paired test)")],
     metadata={"delta_table": "comparisons"},
 )
 def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, lake: LakeStore):
     """N-model comparison per fingerprint: per-metric mean/median/95% CI and winner, pairwise paired tests (Holm), sample changes, trade-off."""
     started = utcnow()
-    fingerprint = context.partition_key
+    fingerprint = evaluation_fingerprint(context)
     rows, reads, _ = comparison_rows(lake, fingerprint, context.run_id, config)
     baseline = reads["baseline"]
     fingerprint = reads["fingerprint"]

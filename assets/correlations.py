@@ -20,14 +20,13 @@ import dagster as dg
 import polars as pl
 
 from assets.analysis_common import pinned_versions, read_pinned, reads_record
-from assets.common import markdown_table, record_run
+from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import detail_json
 from metric_ops.meta_eval import DIVERGENCE_THRESHOLD, correlation_rows
-from pipelines.partitions import fingerprint_partitions
+from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import CatalogError, evaluation_row, model_spec, utcnow
 from resources.lake import SCHEMAS, LakeStore
 
-_PER_FP = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="fingerprint")
 
 
 def rated_output_model(lake: LakeStore, model: str, fingerprint: str) -> bool:
@@ -90,18 +89,17 @@ def _shade(value: float | None) -> str:
 
 
 @dg.asset(
-    partitions_def=fingerprint_partitions,
-    deps=[dg.AssetDep("scores", partition_mapping=_PER_FP)],
+    partitions_def=evaluation_partitions,
+    deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
     group_name="evaluation",
     kinds={"delta", "scipy"},
     pool="delta_correlations",
-    automation_condition=dg.AutomationCondition.eager(),
     metadata={"delta_table": "correlations"},
 )
 def correlations(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.MaterializeResult:
     """Meta-evaluation per fingerprint and model: Pearson/Spearman/Kendall between metrics and with human ratings; divergent pairs flagged."""
     started = utcnow()
-    rows, reads = correlation_table(lake, context.partition_key, context.run_id)
+    rows, reads = correlation_table(lake, evaluation_fingerprint(context), context.run_id)
     fingerprint = reads["fingerprint"]
     dataset = rows[0]["dataset"] if rows else None
     version = lake.replace("correlations", rows, {"fingerprint": fingerprint})

@@ -12,7 +12,7 @@ import dagster as dg
 from tqdm.auto import tqdm
 
 from assets.common import load_samples, partition_parts, record_run
-from pipelines.partitions import model_fingerprint_partitions
+from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.adapters import AdapterError, make_adapter
 from resources.backends import GenerationRequest, GenerationResult, ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
@@ -46,8 +46,8 @@ class GenerationsConfig(dg.Config):
 
 
 @dg.asset(
-    partitions_def=model_fingerprint_partitions,
-    deps=[dg.AssetDep("samples", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="fingerprint"))],
+    partitions_def=pair_partitions,
+    deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"],
     group_name="evaluation",
     kinds={"delta"},
     pool="delta_generations",
@@ -77,8 +77,18 @@ def generations(
             requests.append(adapter.request(sample))
         except AdapterError as exc:  # this sample does not fit the adapter: an error row, the run goes on
             failed.append((GenerationRequest(sample=sample, prompt=""), GenerationResult(sample.sample_id, None, "error", str(exc))))
-    plan = plan_generation(lake, model, fingerprint, spec_string, backend.kind, requests, config.regenerate, config.retry_errors)
     live = backend.kind in LIVE_BACKENDS
+    if not live and not config.regenerate:
+        reused = _unchanged_outputs(lake, model, fingerprint, spec_string, backend.identity(), len(samples))
+        if reused is not None:  # content-addressed reuse: same source, same samples -> same rows
+            context.log.info(f"{model}: outputs unchanged since run {reused['run_id'][:8]} (same source and samples); reused")
+            return dg.MaterializeResult(metadata={
+                "fingerprint": fingerprint, "model": model, "backend": backend.kind, "reused": True,
+                "reused_from_run": reused["run_id"], "dagster/row_count": reused["rows"], "n_error": reused["n_error"],
+                "n_ok": reused["rows"] - reused["n_error"], "n_generated": 0, "delta_version": lake.version("generations"),
+                "model_identity": dg.MetadataValue.json(backend.identity()),
+            })
+    plan = plan_generation(lake, model, fingerprint, spec_string, backend.kind, requests, config.regenerate, config.retry_errors)
     batch_size = max(1, int(spec.runtime.get("write_batch_size", 16))) if live else max(1, len(requests))
 
     def row(request: GenerationRequest, result: GenerationResult) -> dict:
@@ -136,6 +146,12 @@ def generations(
                     "adapter": spec.adapter},
     )
     cost = perf["cost"]
+    if lake.exists("token_logprobs"):
+        n_tokens = lake.read("token_logprobs", where={"model": model, "fingerprint": fingerprint}, columns=["position"]).height
+        if n_tokens:  # written beside the outputs: reported for the same partition
+            context.log_event(dg.AssetMaterialization(
+                asset_key="token_logprobs", partition=context.partition_key,
+                metadata={"dagster/row_count": n_tokens, "delta_version": lake.version("token_logprobs")}))
     return dg.MaterializeResult(
         metadata={
             "fingerprint": fingerprint,
@@ -161,6 +177,29 @@ def generations(
             "delta_version": version,
         }
     )
+
+
+def _unchanged_outputs(lake: LakeStore, model: str, fingerprint: str, spec_string: str, identity: dict,
+                       n_samples: int) -> dict | None:
+    """The last generations run of this partition when its outputs can be reused as they
+    are: same model spec and identity (e.g. the precomputed file's SHA-256), and the
+    partition still holds one row per sample. None otherwise."""
+    import json
+
+    if not lake.exists("runs") or not lake.exists("generations"):
+        return None
+    runs = lake.read("runs", where={"asset": "generations", "model": model, "fingerprint": fingerprint},
+                     columns=["run_id", "finished_at", "provenance"])
+    if runs.height == 0:
+        return None
+    last = runs.sort("finished_at").row(-1, named=True)
+    prov = json.loads(last["provenance"] or "{}")
+    if prov.get("model_spec") != spec_string or prov.get("model_identity") != json.loads(json.dumps(identity, default=str)):
+        return None
+    stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "status"])
+    if stored.height != n_samples or stored["sample_id"].n_unique() != n_samples:
+        return None
+    return {"run_id": last["run_id"], "rows": stored.height, "n_error": int((stored["status"] == "error").sum())}
 
 
 def _write(lake: LakeStore, pending: list, row, model: str, fingerprint: str, run_id: str) -> None:

@@ -4,7 +4,7 @@ Every outbound call an asset makes (API generation, remote judges, a model anony
 is then anonymised under the evaluation's privacy policy (united with the
 administrator's forced strategy) and written to the ``outbound_ledger`` table with the
 run id, fingerprint and model partition. The ledger is flushed when the body ends,
-also on failure. Works for model x fingerprint and fingerprint-only partitions.
+also on failure. Works for pair and evaluation partitions.
 """
 
 import functools
@@ -18,16 +18,21 @@ from resources.privacy import outbound_session
 
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str | None, str | None]:
+    """(model, fingerprint) of a pair partition, (None, fingerprint) of an evaluation
+    partition, (None, None) when unpartitioned or not registered (the asset reports that)."""
     if not context.has_partition_key:
         return None, None
-    key = context.partition_key
-    if isinstance(key, dg.MultiPartitionKey):
-        keys = key.keys_by_dimension
-    elif "|" in str(key):
-        keys = dg.MultiPartitionKey.from_str(str(key)).keys_by_dimension  # type: ignore[attr-defined]
-    else:
-        return None, str(key)
-    return keys.get("model"), keys.get("fingerprint")
+    from resources.catalog import CatalogError, evaluation_row, pair_row
+
+    lake = context.resources.lake
+    key = str(context.partition_key)
+    try:
+        if key.count(":") == 1 and "@" in key:
+            row = pair_row(lake, key)
+            return row["model"], row["fingerprint"]
+        return None, evaluation_row(lake, key)["fingerprint"]
+    except CatalogError:
+        return None, None
 
 
 def outbound_scope(fn: Callable[..., Any]) -> Callable[..., Any]:

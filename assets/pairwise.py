@@ -15,11 +15,11 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from assets.common import load_samples, markdown_table, record_run
+from assets.common import evaluation_fingerprint, load_samples, markdown_table, record_run
 from metric_ops.judging import JudgeCaller, active_cache, load_prompt, resolve_judge
 from metric_ops.pairwise import DEFAULT_CRITERION, TOPOLOGIES, judge_models
 from metric_ops.runner import detail_json
-from pipelines.partitions import fingerprint_partitions
+from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
 from resources.judges import judge_session
 from resources.lake import LakeStore
@@ -90,8 +90,8 @@ def pairwise_rows(lake: LakeStore, fingerprint: str, config: PairwiseConfig, run
 
 
 @dg.asset(
-    partitions_def=fingerprint_partitions,
-    deps=[dg.AssetDep("generations", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="fingerprint"))],
+    partitions_def=evaluation_partitions,
+    deps=[dg.AssetDep("generations", partition_mapping=EVALUATION_EDGE)],
     group_name="judging",
     kinds={"delta"},
     pool="delta_pairwise",
@@ -100,7 +100,7 @@ def pairwise_rows(lake: LakeStore, fingerprint: str, config: PairwiseConfig, run
 def pairwise(context: dg.AssetExecutionContext, config: PairwiseConfig, lake: LakeStore) -> dg.MaterializeResult:
     """Pairwise judge verdicts per sample and model pair (both orders, winner, position flip), per fingerprint."""
     started = utcnow()
-    fingerprint = context.partition_key
+    fingerprint = evaluation_fingerprint(context)
     rows, summary = pairwise_rows(lake, fingerprint, config, context.run_id)
     version = lake.replace("pairwise", rows, {"fingerprint": fingerprint, "config_key": summary["config_key"]})
     record_run(lake, context, asset="pairwise", table="pairwise", version=version, rows=len(rows), started_at=started,

@@ -8,9 +8,9 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from assets.common import markdown_table, record_run, sample_rows
+from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_rows
 from metric_ops.base import Sample
-from pipelines.partitions import fingerprint_partitions
+from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import DATASETS, content_hash
 from resources.lake import LakeStore
@@ -151,21 +151,26 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
 
 
 @dg.asset(
-    partitions_def=fingerprint_partitions,
+    partitions_def=evaluation_partitions,
+    deps=["evaluations"],  # the registration it loads the dataset config from
     group_name="evaluation",
     kinds={"delta", "polars"},
     pool="delta_samples",
     check_specs=[
-        dg.AssetCheckSpec(CHECK_REQUIRED, asset="samples", description="required fields present and non-null (Great Expectations)"),
-        dg.AssetCheckSpec(CHECK_UNIQUE, asset="samples", description="sample ids unique (Great Expectations)"),
-        dg.AssetCheckSpec(CHECK_RATINGS, asset="samples", description="human ratings within the dataset's declared range (Great Expectations)"),
+        # partitioned like the asset: one result per evaluation, never one evaluation's result hiding another's
+        dg.AssetCheckSpec(CHECK_REQUIRED, asset="samples", partitions_def=evaluation_partitions,
+                          description="required fields present and non-null (Great Expectations)"),
+        dg.AssetCheckSpec(CHECK_UNIQUE, asset="samples", partitions_def=evaluation_partitions,
+                          description="sample ids unique (Great Expectations)"),
+        dg.AssetCheckSpec(CHECK_RATINGS, asset="samples", partitions_def=evaluation_partitions,
+                          description="human ratings within the dataset's declared range (Great Expectations)"),
     ],
     metadata={"dagster/column_schema": _table_schema(SAMPLES_COLUMNS), "delta_table": "samples"},
 )
 def samples(context: dg.AssetExecutionContext, lake: LakeStore):
     """Dataset rows normalised to Sample (input, references, context, metadata, ratings), one partition per fingerprint."""
     started = utcnow()
-    fingerprint = context.partition_key
+    fingerprint = evaluation_fingerprint(context)
     row = evaluation_row(lake, fingerprint)
     spec = evaluation_spec(lake, fingerprint)
     dataset = spec.make_dataset()
@@ -178,7 +183,11 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             "(`facetlake run CONFIG`) to get the new fingerprint"
         )
     rows = sample_rows(loaded, fingerprint, dataset.display_name, digest)
-    version = lake.replace("samples", rows, {"fingerprint": fingerprint})
+    stored = lake.read("samples", where={"fingerprint": fingerprint}, columns=["dataset_hash"])
+    reused = stored.height == len(rows) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
+    # content-addressed: identical content is not rewritten (the table's Delta version stays)
+    version = lake.version("samples") if reused else lake.replace("samples", rows, {"fingerprint": fingerprint})
+    previous = _previous_fingerprint(lake, row)
     record_run(
         lake, context, asset="samples", table="samples", version=version, rows=len(rows), started_at=started,
         fingerprint=fingerprint, dataset=dataset.display_name,
@@ -191,6 +200,9 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             "dataset": dataset.display_name,
             "dataset_hash": digest,
             "dagster/row_count": len(rows),
+            "reused": reused,
+            "evaluation": row["name"],
+            "previous_fingerprint": previous or "none",
             "with_references": n_refs,
             "delta_version": version,
             "preview": dg.MetadataValue.md(
@@ -203,3 +215,12 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
         }
     )
     yield from validate_samples(loaded, dataset.kind)
+
+
+def _previous_fingerprint(lake: LakeStore, row: dict) -> str | None:
+    """The fingerprint this evaluation had before ``row``'s (None for its first one)."""
+    import polars as pl
+
+    frame = lake.read("evaluations", where={"name": row["name"]})
+    earlier = frame.filter((pl.col("fingerprint") != row["fingerprint"]) & pl.col("superseded_at").is_not_null())
+    return earlier.sort("superseded_at")["fingerprint"][-1] if earlier.height else None

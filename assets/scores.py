@@ -1,13 +1,16 @@
 """The ``scores`` asset: one row per sample x metric score, per model x fingerprint partition.
 
-With no run config it scores every metric of the evaluation plus the dataset's human
-ratings (``human:<name>``) and replaces the partition. With ``metrics: [...]`` in the run
+With no run config it scores every metric of the evaluation (its spec's and those added
+with ``facetlake score``) plus the dataset's human ratings (``human:<name>``), reusing a
+metric whose stored rows were computed from identical inputs under the same signature. With ``metrics: [...]`` in the run
 config (``facetlake score --metric NAME``, or the Launchpad) it computes only those
 metrics and replaces only their rows: no other metric is recomputed and the
 ``generations`` table is only read.
 """
 
 
+import hashlib
+import json
 from typing import Any
 
 import dagster as dg
@@ -17,8 +20,9 @@ from tqdm.auto import tqdm
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from metric_ops.registry import REGISTRY
 from metric_ops.runner import human_rating_rows, score_rows
-from pipelines.partitions import model_fingerprint_partitions
+from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
+from resources.evaluation import canonical_json
 from resources.judges import judge_session, merged_params
 from resources.lake import LakeStore
 from resources.outbound import offline_mode
@@ -49,15 +53,61 @@ class ScoresConfig(dg.Config):
     # metric parameters at rescoring time: "KEY=VALUE" for every selected metric or "METRIC.KEY=VALUE"
     # (e.g. "judge=api:gpt-4o-mini@https://api.openai.com/v1"); merged over the spec's metric_params
     params: list[str] = []
+    # full runs keep a metric whose stored rows were computed from identical inputs under the same signature
+    reuse: bool = True
+
+
+def inputs_digest(samples: list, outputs: list[str | None], annotations: pl.DataFrame | None = None) -> str:
+    """SHA-256 of everything a partition's scores are computed from besides the metric:
+    each sample (id, input, references, context, ratings), its output (None for a failed
+    generation) and its annotation values. Equal digests and an equal metric signature
+    give equal scores, so a full re-run reuses them (content-addressed reuse)."""
+    digest = hashlib.sha256()
+    for sample, output in zip(samples, outputs):
+        digest.update(canonical_json([sample.sample_id, sample.input, list(sample.references), list(sample.context),
+                                      {k: (None if v != v else v) for k, v in sample.ratings.items()}, output]).encode())
+    if annotations is not None and annotations.height:
+        for row in annotations.select("annotator", "sample_id", "value", "matched").sort(["annotator", "sample_id"]).iter_rows():
+            digest.update(canonical_json(list(row)).encode())
+    return digest.hexdigest()
+
+
+def reusable_signatures(lake: LakeStore, model: str, fingerprint: str, digest: str) -> set[str]:
+    """Signatures whose stored rows in this partition were computed by a scores run over
+    inputs with this ``digest`` (``runs`` provenance ``inputs_sha256`` and ``computed``)."""
+    if not lake.exists("runs") or not lake.exists("scores"):
+        return set()
+    runs = lake.read("runs", where={"asset": "scores", "model": model, "fingerprint": fingerprint},
+                     columns=["run_id", "provenance"])
+    good_runs: dict[str, set[str]] = {}
+    for r in runs.iter_rows(named=True):
+        prov = json.loads(r["provenance"] or "{}")
+        if prov.get("inputs_sha256") == digest:
+            good_runs[r["run_id"]] = set(prov.get("computed") or [])
+    if not good_runs:
+        return set()
+    stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["signature", "run_id"]).unique()
+    out = set()
+    for sig, group in stored.group_by("signature"):
+        run_ids = set(group["run_id"].to_list())
+        if run_ids and all(rid in good_runs and sig[0] in good_runs[rid] for rid in run_ids):
+            out.add(sig[0])
+    return out
 
 
 def score_partition(
     lake: LakeStore, model: str, fingerprint: str, metrics: list[str] | None, run_id: str,
-    params: list[str] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    params: list[str] | None = None, reuse: bool = True,
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """Score the stored generations of one partition.
 
-    Returns the score rows and the ``where`` clause whose rows they replace. Raises
+    ``metrics`` None scores the evaluation's whole metric set (its spec's metrics, those
+    added with ``facetlake score``, and the dataset's human ratings for a
+    ``precomputed:column=`` model); with ``reuse`` a metric whose stored rows were computed
+    from identical inputs under the same signature is kept, not recomputed. Returns the
+    new score rows, the ``where`` clause whose rows they replace (None when nothing was
+    recomputed) and a report ``{"computed": [signatures], "reused": [signatures],
+    "inputs_sha256": digest}``. Raises
     :class:`~metric_ops.registry.UnknownMetricError` for an unknown metric name.
     """
     spec = evaluation_spec(lake, fingerprint)
@@ -72,12 +122,21 @@ def score_partition(
     metric_inputs = MetricInputs(lake, model, fingerprint, samples, outputs)
     selected = list(metrics) if metrics else list(spec.metrics)
     names = [REGISTRY.resolve(m) for m in selected]  # fail fast on unknown names, before any work
+    annotations = lake.read("annotations", where={"model": model, "fingerprint": fingerprint}) if lake.exists("annotations") else None
+    digest = inputs_digest(samples, outputs, annotations)
+    reusable = reusable_signatures(lake, model, fingerprint, digest) if (reuse and not metrics) else set()
     rows: list[dict[str, Any]] = []
     emitted: list[str] = []
+    report: dict[str, Any] = {"computed": [], "reused": [], "inputs_sha256": digest}
     with judge_session(lake):  # judged metrics read/write the lake's judge_cache (issue 4)
         for name in names:
             # annotation values / token log-probabilities where the metric asks for them (issue 7)
             metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, params))
+            signature = metric.signature()
+            if signature in reusable:
+                report["reused"].append(signature)
+                continue
+            report["computed"].append(signature)
             emitted.extend(metric.emitted())
             if metric.locality == "external" and offline_mode():  # refused before any client or socket
                 rows.extend(offline_refusal_rows(metric, metric_samples))
@@ -88,19 +147,26 @@ def score_partition(
     # outputs are that output (precomputed:column=...), never of a live or heuristic model (issue 8)
     if not metrics and model_spec(lake, model, fingerprint).startswith("precomputed:column="):
         human = human_rating_rows(samples)
-        rows.extend(human)
+        human_signatures = sorted({r["signature"] for r in human})
+        if human_signatures and all(sig in reusable for sig in human_signatures):
+            report["reused"].extend(human_signatures)
+        else:
+            rows.extend(human)
+            report["computed"].extend(human_signatures)
+            emitted.extend(sorted({r["metric"] for r in human}))
     now = utcnow()
     for row in rows:
         row.update(model=model, fingerprint=fingerprint, dataset=dataset, run_id=run_id, created_at=now)
-    where: dict[str, Any] = {"model": model, "fingerprint": fingerprint}
-    if metrics:
-        where["metric"] = emitted
-    return rows, where
+    where: dict[str, Any] | None = {"model": model, "fingerprint": fingerprint, "metric": sorted(set(emitted))} if emitted else None
+    return rows, where, report
 
 
-def score_metadata(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts and a per-metric Markdown table for materialisation metadata."""
+def score_metadata(stored: pl.DataFrame, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts of the rows the partition holds after the write (``dagster/row_count`` equals
+    what is stored, not what this run wrote) and a per-metric Markdown table of this run's
+    rows, for materialisation metadata."""
     frame = pl.DataFrame(rows, schema_overrides={"value": pl.Float64}) if rows else pl.DataFrame({"metric": [], "value": [], "status": []})
+    held = {s: int((stored["status"] == s).sum()) if stored.height else 0 for s in ("scored", "unscored", "error")}
     counts = {s: int((frame["status"] == s).sum()) if frame.height else 0 for s in ("scored", "unscored", "error")}
     table = (
         frame.group_by("metric")
@@ -115,16 +181,19 @@ def score_metadata(rows: list[dict[str, Any]]) -> dict[str, Any]:
         else frame
     )
     return {
-        "dagster/row_count": len(rows),
-        "n_scored": counts["scored"],
-        "n_unscored": counts["unscored"],
-        "n_error": counts["error"],
+        "dagster/row_count": stored.height,
+        "n_scored": held["scored"],
+        "n_unscored": held["unscored"],
+        "n_error": held["error"],
+        "metrics_stored": stored["metric"].n_unique() if stored.height else 0,
+        "written_scored": counts["scored"],
+        "written_error": counts["error"],
         "per_metric": dg.MetadataValue.md(markdown_table(table)),
     }
 
 
 @dg.asset(
-    partitions_def=model_fingerprint_partitions,
+    partitions_def=pair_partitions,
     deps=["generations", "annotations"],
     group_name="evaluation",
     kinds={"delta"},
@@ -136,20 +205,28 @@ def score_metadata(rows: list[dict[str, Any]]) -> dict[str, Any]:
 )
 @outbound_scope  # anonymiser + outbound ledger for judge calls (privacy issue)
 def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeStore) -> dg.MaterializeResult:
-    """Metric scores per sample (value, direction, dimension, status, detail, signature), partitioned by model x fingerprint."""
+    """Metric scores per sample (value, direction, dimension, status, detail, signature), partitioned by (evaluation, model) pair."""
     started = utcnow()
     model, fingerprint = partition_parts(context)
     generations_version = lake.version("generations")
-    rows, where = score_partition(lake, model, fingerprint, config.metrics or None, context.run_id, config.params)
-    version = lake.replace("scores", rows, where)
-    signatures = sorted({r["signature"] for r in rows})
+    rows, where, report = score_partition(lake, model, fingerprint, config.metrics or None, context.run_id, config.params,
+                                          reuse=config.reuse)
+    version = lake.replace("scores", rows, where) if where else lake.version("scores")
+    if report["reused"]:
+        context.log.info(f"reused {len(report['reused'])} metric(s) computed from identical inputs: "
+                         + ", ".join(sig.split("|", 1)[0] for sig in report["reused"]))
+    stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status"])
     record_run(
         lake, context, asset="scores", table="scores", version=version, rows=len(rows), started_at=started,
-        model=model, fingerprint=fingerprint, dataset=rows[0]["dataset"] if rows else None,
-        provenance={"metrics": config.metrics or "all", "signatures": signatures,
+        model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
+        provenance={"metrics": config.metrics or "all", "signatures": sorted({r["signature"] for r in rows}),
+                    "computed": report["computed"], "reused": report["reused"], "inputs_sha256": report["inputs_sha256"],
                     "read": {"generations": generations_version, "samples": lake.version("samples")}},
     )
     return dg.MaterializeResult(
         metadata={"fingerprint": fingerprint, "model": model, "delta_version": version,
-                  "generations_version_read": generations_version, **score_metadata(rows)}
+                  "generations_version_read": generations_version,
+                  "rows_written": len(rows), "metrics_computed": len(report["computed"]), "metrics_reused": len(report["reused"]),
+                  "reused": ", ".join(sig.split("|", 1)[0] for sig in report["reused"]) or "none",
+                  **score_metadata(stored, rows)}
     )

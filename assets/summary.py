@@ -4,8 +4,9 @@
 import dagster as dg
 import polars as pl
 
-from assets.common import markdown_table, record_run
-from pipelines.partitions import fingerprint_partitions
+from assets.analysis_common import reads_record
+from assets.common import evaluation_fingerprint, markdown_table, record_run
+from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
 from resources.lake import LakeStore
 
@@ -27,8 +28,8 @@ def summarize(scores: pl.DataFrame) -> pl.DataFrame:
 
 
 @dg.asset(
-    partitions_def=fingerprint_partitions,
-    deps=[dg.AssetDep("scores", partition_mapping=dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="fingerprint"))],
+    partitions_def=evaluation_partitions,
+    deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
     group_name="evaluation",
     kinds={"delta", "duckdb"},
     pool="delta_summary",
@@ -37,15 +38,17 @@ def summarize(scores: pl.DataFrame) -> pl.DataFrame:
 def summary(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.MaterializeResult:
     """Per model x metric mean, n scored and n total for one fingerprint, across every model evaluated under it."""
     started = utcnow()
-    fingerprint = context.partition_key
+    fingerprint = evaluation_fingerprint(context)
     row = evaluation_row(lake, fingerprint)
     scores_version = lake.version("scores")
-    frame = summarize(lake.read("scores", where={"fingerprint": fingerprint}))
+    scores = lake.read("scores", where={"fingerprint": fingerprint})
+    frame = summarize(scores)
     frame = frame.with_columns(pl.lit(context.run_id).alias("run_id"))
     version = lake.replace("summary", frame, {"fingerprint": fingerprint})
     record_run(
         lake, context, asset="summary", table="summary", version=version, rows=frame.height, started_at=started,
-        fingerprint=fingerprint, dataset=row["dataset"], provenance={"read": {"scores": scores_version}},
+        fingerprint=fingerprint, dataset=row["dataset"],
+        provenance={"read": {"scores": scores_version}, "reads": reads_record(fingerprint, {"scores": scores_version}, scores)},
     )
     return dg.MaterializeResult(
         metadata={

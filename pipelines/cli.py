@@ -43,6 +43,15 @@ LakeOption = typer.Option(
 )
 
 
+EVALUATION_HELP = ("Evaluation: its name (or a unique prefix), a fingerprint (or unique prefix), or a partition key "
+                   "name@fp12. `facetlake evaluations` lists them.")
+
+
+def EvaluationOption(required: bool = False, help: str = EVALUATION_HELP):  # noqa: N802 - reads like the other typer options
+    """The ``--evaluation/-e`` option (``--fingerprint`` is accepted as its old name)."""
+    return typer.Option(... if required else None, "--evaluation", "-e", "--fingerprint", help=help, show_default=False)
+
+
 class OutputFormat(str, Enum):
     table = "table"
     csv = "csv"
@@ -96,15 +105,24 @@ def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | Non
     console.print(table)
 
 
-def _run_specs(specs, lake, title: str) -> None:
+def _run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False) -> None:
+    from resources.catalog import CatalogCollisionError
+    from resources.evaluation import SpecError
     from pipelines.runner import get_instance, run_evaluation, summary_table
 
     instance = get_instance()
     fingerprints = []
     for spec in specs:
         console.print(f"[bold]evaluation[/] {spec.name}: dataset {spec.dataset.get('kind')}, models {', '.join(spec.models)}")
-        resolved = run_evaluation(spec, lake, instance)
-        console.print(f"  fingerprint {resolved.fingerprint}  ({len(resolved.samples)} samples)")
+        try:
+            resolved = run_evaluation(spec, lake, instance, take_over=take_over, replace=replace)
+        except (CatalogCollisionError, SpecError) as exc:
+            _fail(str(exc))
+        reg = resolved.registration
+        for notice in reg.notices:
+            console.print(f"  [yellow]notice:[/] {notice}", highlight=False)
+        console.print(f"  fingerprint {resolved.fingerprint[:12]}  partition {reg.partition_key}  ({len(resolved.samples)} samples)",
+                      highlight=False)
         fingerprints.append(resolved.fingerprint)
     _print_frame(summary_table(lake, fingerprints), title=title)
     console.print(f"lake: {Path(lake.uri('scores')).parent}   try: facetlake sql \"select metric, count(*) from scores group by 1\"")
@@ -136,12 +154,19 @@ def run(
     offline: bool = typer.Option(False, "--offline", help="Offline mode: every external metric/backend is refused before any connection (FACETLAKE_OFFLINE=1)."),
     anonymise: Optional[str] = typer.Option(None, "--anonymise", help="Anonymise outbound text: off, rule_based, presidio, model (comma list). FACETLAKE_ANONYMISE_FORCE still applies."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Practitioner profile (technical_expert, domain_expert, compliance_officer, or a YAML file): adds its metrics and shows its output form."),
+    take_over: bool = typer.Option(False, "--take-over", help="Move the fingerprint from the evaluation that owns it to this spec's name (refused otherwise)."),
+    replace: bool = typer.Option(False, "--replace", help="Redefine an evaluation name registered over another dataset (refused otherwise; its old results stay as history)."),
 ) -> None:
-    """Register an evaluation spec and materialise it end to end (samples → generations → scores → summary)."""
+    """Register an evaluation spec and materialise it end to end (samples → generations → scores → verdicts).
+
+    Re-running a spec reuses what did not change (same dataset content, same model source
+    and metric signature) and regenerates or rescores only what did; the run says what it
+    reused. Metrics added with `facetlake score` stay part of the evaluation.
+    """
     from pipelines.cli_audit import after_run, spec_for_run
 
     spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile)
-    _run_specs([spec], _lake(lake), f"{config.name}: mean per model x metric")
+    _run_specs([spec], _lake(lake), f"{config.name}: mean per model x metric", take_over=take_over, replace=replace)
     after_run(spec, _lake(lake))
 
 
@@ -149,20 +174,34 @@ def run(
 def register(
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="Evaluation spec (YAML)."),
     lake: Optional[str] = LakeOption,
+    take_over: bool = typer.Option(False, "--take-over", help="Move the fingerprint from the evaluation that owns it to this spec's name."),
+    replace: bool = typer.Option(False, "--replace", help="Redefine an evaluation name registered over another dataset."),
 ) -> None:
-    """Register an evaluation's fingerprint and model partitions without running it (then materialise from the UI)."""
+    """Register an evaluation (its fingerprint and its (evaluation, model) partitions) without running it.
+
+    Materialise it from the UI, or let its `schedule:` run it (`dagster dev` runs the
+    evaluation_scheduler sensor by default).
+    """
     from pipelines.runner import get_instance
     from pipelines.runner import register as do_register
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog import CatalogCollisionError
+    from resources.evaluation import EvaluationSpec, SpecError
 
-    resolved = do_register(EvaluationSpec.from_yaml(config), _lake(lake), get_instance())
-    console.print(f"registered {resolved.spec.name}: fingerprint {resolved.fingerprint}, models {', '.join(resolved.spec.models)}")
+    try:
+        resolved = do_register(EvaluationSpec.from_yaml(config), _lake(lake), get_instance(), take_over=take_over, replace=replace)
+    except (CatalogCollisionError, SpecError) as exc:
+        _fail(str(exc))
+    reg = resolved.registration
+    for notice in reg.notices:
+        console.print(f"[yellow]notice:[/] {notice}", highlight=False)
+    console.print(f"registered {resolved.spec.name}: fingerprint {resolved.fingerprint[:12]}, partitions "
+                  + ", ".join(reg.pair_keys.values()), highlight=False)
 
 
 @app.command()
 def score(
     metric: list[str] = typer.Option(..., "--metric", "-m", help="Metric name (repeatable). See `facetlake metrics`."),
-    fingerprint: Optional[str] = typer.Option(None, help="Only partitions under this fingerprint (prefix accepted)."),
+    fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint); default: every active evaluation."),
     force: bool = typer.Option(False, help="Recompute even where rows with the same signature exist."),
     param: list[str] = typer.Option([], "--param", "-p", help="Metric parameter KEY=VALUE (all selected metrics) or METRIC.KEY=VALUE; enters the signature."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model spec for judged metrics, e.g. api:gpt-4o-mini@https://api.openai.com/v1 (same as --param judge=SPEC)."),
@@ -171,7 +210,8 @@ def score(
     """Score every stored generation under a metric not yet computed, without regenerating.
 
     Adds that metric's rows to `scores`, recomputes no other metric and leaves the
-    `generations` table's Delta version unchanged. A partition holds one variant per
+    `generations` table's Delta version unchanged. The metric becomes part of each
+    evaluation scored: re-runs and scheduled runs keep it. A partition holds one variant per
     metric: scoring it again with other --param/--judge settings replaces that metric's
     rows (the earlier ones stay reachable by Delta time travel; the signature column says
     which settings produced each row).
@@ -185,14 +225,17 @@ def score(
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
         done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params)
-    except (UnknownMetricError, ValueError, TypeError) as exc:
+    except (UnknownMetricError, ValueError, TypeError, LookupError) as exc:
         _fail(str(exc))
+    if not done:
+        _fail("no stored generations to score" + (f" in evaluation {fingerprint!r}" if fingerprint else "")
+              + "; run `facetlake run SPEC.yaml` first")
     import polars as pl
 
     from pipelines.runner import scoring_outcome
 
     frame = pl.DataFrame(
-        [{"model": d["model"], "fingerprint": d["fingerprint"][:12], "scored": ", ".join(d["scored"]) or "-",
+        [{"evaluation": d["evaluation"], "model": d["model"], "scored": ", ".join(d["scored"]) or "-",
           "skipped (already scored)": ", ".join(d["skipped"]) or "-"} for d in done]
     )
     _print_frame(frame, title="rescoring")
@@ -262,14 +305,32 @@ def datasets() -> None:
 
 
 @app.command()
-def ui(port: int = typer.Option(3000, help="Port for the Dagster UI."), lake: Optional[str] = LakeOption) -> None:
-    """Start `dagster dev` on this project (DAGSTER_HOME defaults to the project folder)."""
+def ui(
+    port: int = typer.Option(3000, help="Port for the Dagster UI."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 to reach it from other machines)."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Start `dagster dev` (UI and daemon) on this project; DAGSTER_HOME defaults to the project folder.
+
+    The daemon runs the evaluation_scheduler, inbox_sensor and analysis_sensor (all on by
+    default), so scheduled evaluations, inbox drops and fresh verdicts need no hand step.
+    """
     from pipelines.runner import PROJECT_ROOT, dagster_home
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()))
     if lake:
         env["FACETLAKE_LAKE"] = str(Path(lake).resolve())
-    os.execvpe("dagster", ["dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), "-p", str(port)], env)
+    # beside this interpreter: a virtualenv's bin/ is not on PATH unless activated
+    dagster = Path(sys.executable).with_name("dagster")
+    if not dagster.exists():
+        import shutil
+
+        found = shutil.which("dagster")
+        if not found:
+            _fail(f"cannot find the `dagster` command beside {sys.executable} or on PATH; reinstall with `bash scripts/setup.sh`")
+        dagster = Path(found)
+    env["PATH"] = f"{dagster.parent}{os.pathsep}{env.get('PATH', '')}"
+    os.execve(str(dagster), [str(dagster), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), "-h", host, "-p", str(port)], env)
 
 
 @app.command()
@@ -289,6 +350,7 @@ from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the
 from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
 from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verify, profiles, anonymise: privacy issue)
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
+from pipelines import cli_evaluations as _cli_evaluations  # noqa: E402,F401  (evaluations: list, archive, restore)
 
 
 def _user_error(exc: BaseException) -> BaseException:

@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli import LakeOption, _fail, _lake, _print_frame, app, console, err
+from pipelines.cli import EvaluationOption, LakeOption, _fail, _lake, _print_frame, app, console, err
 
 
 class EvidenceFormat(str, Enum):
@@ -90,12 +90,12 @@ def after_run(spec, lake) -> None:
     prof = load_profile(spec.profile)
     _print_frame(profile_view(lake, [row["fingerprint"]], prof), title=f"{prof.title}: {prof.form}")
     if prof.form == "evidence":
-        console.print(f"evidence export: facetlake export --fingerprint {row['fingerprint'][:12]} --out evidence-{spec.name}")
+        console.print(f"evidence export: facetlake export -e {spec.name} --out evidence-{spec.name}")
 
 
 @app.command()
 def export(
-    fingerprint: str = typer.Option(..., "--fingerprint", help="Fingerprint (64 hex or a unique prefix) to export."),
+    fingerprint: str = EvaluationOption(required=True, help="Evaluation to export: name (or unique prefix), fingerprint, or name@fp12."),
     out: Path = typer.Option(..., "--out", help="New or empty folder for the evidence."),
     format: EvidenceFormat = typer.Option(EvidenceFormat.json, "--format", help="json (JSON lines) or csv (opens in a spreadsheet)."),
     include_samples: bool = typer.Option(False, "--include-samples", help="Also export the samples (raw dataset text) so the dataset hash can be rechecked."),

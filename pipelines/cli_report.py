@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from pipelines.cli import LakeOption, _fail, _lake, _print_frame, app, console
+from pipelines.cli import EVALUATION_HELP, EvaluationOption, LakeOption, _fail, _lake, _print_frame, app, console
 
 
 class LineageFormat(str, Enum):
@@ -20,9 +20,9 @@ class LineageFormat(str, Enum):
 
 @app.command()
 def report(
-    fingerprint: str = typer.Option(..., "--fingerprint", "-f", help="Fingerprint (or a unique prefix) of the evaluation."),
+    fingerprint: str = EvaluationOption(required=True),
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="Output HTML file."),
-    compare: Optional[List[str]] = typer.Option(None, "--compare", help="Another fingerprint whose runs join the multi-run comparison (repeatable)."),
+    compare: Optional[List[str]] = typer.Option(None, "--compare", help="Another evaluation or fingerprint (e.g. an earlier one, name@fp12) whose runs join the multi-run comparison (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Compare fingerprints whose inputs differ (the report lists the differences)."),
     samples: int = typer.Option(30, "--samples", help="Samples shown in the per-sample view."),
     lake: Optional[str] = LakeOption,
@@ -53,46 +53,66 @@ def report(
 
 @app.command()
 def compare(
-    fingerprint: str = typer.Option(..., "--fingerprint", "-f", help="Fingerprint (or a unique prefix)."),
-    other: Optional[List[str]] = typer.Option(None, "--with", help="Check that another fingerprint is comparable (repeatable)."),
+    fingerprint: Optional[str] = EvaluationOption(help=EVALUATION_HELP + " Default: every active evaluation."),
+    other: Optional[List[str]] = typer.Option(None, "--with", help="Check that another evaluation or fingerprint is comparable (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Report the differences instead of refusing."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any compared evaluation's regression alert fires (for CI gates)."),
     lake: Optional[str] = LakeOption,
 ) -> None:
-    """Print the comparisons of a fingerprint's models: statistics, winners, pairwise verdicts, regression alert.
+    """Print each evaluation's comparisons: statistics, winners, pairwise verdicts, regression alert.
 
-    With --with FP2, first checks that FP2 evaluates the same thing: different
+    With --with OTHER, first checks that OTHER evaluates the same thing: different
     fingerprint inputs are refused (listing them) unless --force.
     """
     import polars as pl
 
     from assets.comparisons import IncomparableError, headline, pairwise_table, require_comparable
-    from resources.catalog import CatalogError, evaluation_row
+    from resources.catalog import CatalogError, evaluation_row, list_evaluations
 
     store = _lake(lake)
+    if not store.exists("evaluations"):
+        _fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
     try:
-        fp = evaluation_row(store, fingerprint)["fingerprint"]
+        if fingerprint:
+            rows_to_show = [evaluation_row(store, fingerprint)]
+        else:
+            listing = list_evaluations(store)
+            rows_to_show = [evaluation_row(store, fp) for fp in listing["fingerprint"].to_list()]
         if other:
+            fp = rows_to_show[0]["fingerprint"]
             diffs = require_comparable(store, [fp, *other], force=force)
             for o, d in diffs.items():
                 console.print(f"[yellow]{o[:12]} differs from {fp[:12]}:[/] " + "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in d.items()))
     except (IncomparableError, CatalogError) as exc:
         _fail(str(exc))
-    frame = store.read("comparisons", where={"fingerprint": fp})
-    if frame.height == 0:
-        _fail(f"no comparisons for {fp[:12]}; run `facetlake run CONFIG` (it materialises them) or materialise `comparisons` in the UI")
-    rows = frame.to_dicts()
-    _print_frame(headline(rows), title=f"{frame['dataset'][0]}: mean [95% CI] per metric x model (★ winner by declared direction)")
-    pw = pairwise_table(rows)
-    if pw.height:
-        _print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title="pairwise: paired test, Holm-corrected")
-    bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
-    if bad:
-        console.print(f"[bold red]regressions:[/] " + "; ".join(f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad))
+    if not rows_to_show:
+        _fail("no active evaluations; `facetlake evaluations --all` lists archived ones")
+    alerts = []
+    for ev in rows_to_show:
+        fp = ev["fingerprint"]
+        label = f"{ev['name']}@{fp[:12]}" + (" (history)" if ev["status"] == "history" else "")
+        frame = store.read("comparisons", where={"fingerprint": fp})
+        if frame.height == 0:
+            console.print(f"[yellow]{label}: no comparisons yet[/]; `facetlake run SPEC.yaml` materialises them (or the analysis_sensor, "
+                          "after its scores change)", highlight=False)
+            continue
+        rows = frame.to_dicts()
+        _print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction)")
+        pw = pairwise_table(rows)
+        if pw.height:
+            _print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected")
+        bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
+        if bad:
+            alerts.append(label)
+            console.print(f"[bold red]{label} regression alert:[/] " + "; ".join(
+                f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad), highlight=False)
+    if alerts and fail_on_regression:
+        _fail(f"regression alert in {', '.join(alerts)} (--fail-on-regression)")
 
 
 @app.command()
 def lineage(
-    fingerprint: str = typer.Option(..., "--fingerprint", "-f", help="Fingerprint (or a unique prefix)."),
+    fingerprint: str = EvaluationOption(required=True),
     format: LineageFormat = typer.Option(LineageFormat.text, "--format", help="text, mermaid or dot."),
     lake: Optional[str] = LakeOption,
 ) -> None:

@@ -2,25 +2,26 @@
 
 import dagster as dg
 
-from pipelines.partitions import fingerprint_partitions, model_fingerprint_partitions
+from assets.partitions import evaluation_partitions, pair_partitions
 
 evaluation_job = dg.define_asset_job(
     "evaluation_job",
     selection=dg.AssetSelection.assets("generations", "annotations", "scores"),
-    partitions_def=model_fingerprint_partitions,
-    description="Generate (or read precomputed) outputs and score them for one model x fingerprint partition.",
+    partitions_def=pair_partitions,
+    description="Generate (or read precomputed) outputs and score them for one registered (evaluation, model) pair.",
 )
 
 samples_job = dg.define_asset_job(
     "samples_job",
     selection=dg.AssetSelection.assets("samples"),
-    partitions_def=fingerprint_partitions,
-    description="Load, normalise and validate a dataset for one fingerprint.",
+    partitions_def=evaluation_partitions,
+    description="Load, normalise and validate an evaluation's dataset (one evaluation fingerprint).",
 )
 
-summary_job = dg.define_asset_job(
-    "summary_job",
-    selection=dg.AssetSelection.assets("summary"),
-    partitions_def=fingerprint_partitions,
-    description="Summarise every model's scores under one fingerprint.",
+analysis_job = dg.define_asset_job(
+    "analysis_job",
+    selection=dg.AssetSelection.assets("summary", "comparisons", "correlations"),
+    partitions_def=evaluation_partitions,
+    description="An evaluation's verdicts: summary, comparisons (with its regression alert) and correlations. "
+                "The analysis_sensor runs it after any change of the evaluation's scores.",
 )

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from pipelines.cli import LakeOption, OutputFormat, _fail, _lake, _print_frame, app, console
+from pipelines.cli import EvaluationOption, LakeOption, OutputFormat, _fail, _lake, _print_frame, app, console
 
 meta_app = typer.Typer(help="Meta-evaluation of judged metrics against human labels.", no_args_is_help=True)
 app.add_typer(meta_app, name="meta-eval")
@@ -35,7 +35,7 @@ def pairwise(
     judge: str = typer.Option(..., "--judge", help="Judge model spec, e.g. api:gpt-4o-mini@https://api.openai.com/v1 or hf:/models/judge."),
     topology: str = typer.Option("round_robin", help="round_robin (every pair) or tournament (single elimination, seeded by --model order)."),
     model: list[str] = typer.Option([], "--model", "-m", help="Models to compare (repeatable; default: every model with generations)."),
-    fingerprint: Optional[str] = typer.Option(None, help="Only this fingerprint (prefix accepted)."),
+    fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint)."),
     criterion: str = typer.Option("", help="What 'better' means (default: correct, complete, relevant and clear)."),
     lake: Optional[str] = LakeOption,
 ) -> None:
@@ -47,7 +47,7 @@ def pairwise(
     import polars as pl
 
     from metric_ops.pairwise import TOPOLOGIES, position_bias, win_rates
-    from pipelines.runner import _materialize, get_instance, stored_partitions
+    from pipelines.runner import _materialize, evaluation_partition, get_instance, stored_partitions
 
     if topology not in TOPOLOGIES:
         _fail(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
@@ -58,10 +58,9 @@ def pairwise(
               + "; run `facetlake run CONFIG` first")
     instance = get_instance()
     for fp in fps:
-        instance.add_dynamic_partitions("fingerprint", [fp])
         config = {"judge": judge, "topology": topology, "models": list(model), "criterion": criterion}
         try:
-            result = _materialize(["pairwise"], fp, store, instance, {"ops": {"pairwise": {"config": config}}})
+            result = _materialize(["pairwise"], evaluation_partition(store, fp), store, instance, {"ops": {"pairwise": {"config": config}}})
         except Exception as exc:  # noqa: BLE001 - shown as a clear CLI error
             _fail(f"pairwise judging failed for {fp[:12]}: {getattr(exc, 'description', None) or exc}")
         meta = result.asset_materializations_for_node("pairwise")[0].metadata
@@ -81,7 +80,7 @@ def pairwise(
 def stability(
     metric: list[str] = typer.Option(..., "--metric", "-m", help="Judged metric to repeat (repeatable)."),
     repeats: int = typer.Option(5, "--repeats", "-n", min=2, help="How many times to score every sample."),
-    fingerprint: Optional[str] = typer.Option(None, help="Only this fingerprint (prefix accepted)."),
+    fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint)."),
     model: Optional[str] = typer.Option(None, help="Only this model partition."),
     limit: Optional[int] = typer.Option(None, help="Only the first N samples of each partition."),
     param: list[str] = typer.Option([], "--param", "-p", help="Metric parameter KEY=VALUE or METRIC.KEY=VALUE (e.g. temperature=0.7)."),

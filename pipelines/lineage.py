@@ -3,8 +3,10 @@
 Every asset materialisation appends a ``runs`` row (asset, model, fingerprint, the Delta
 table and version it wrote, provenance JSON with what it read). :func:`build_lineage`
 walks it backwards: each analysis run (``comparisons``, ``correlations``, ``summary``)
-read ``scores`` at some version; the scores run behind each model is the latest one that
-wrote a version at or below it; that run read ``generations`` at a version, which names
+records, per model and metric signature, the scores runs whose rows it read (a
+rescore of one metric adds a run; the others' rows keep the run that computed them), so
+every verdict traces to every scores run behind it; each scores run read ``generations``
+at a version, which names
 the generations run and its model identity; generations read ``samples``, whose run
 records the dataset content hash. :func:`render` prints the graph as an indented text
 tree, a Mermaid flowchart or Graphviz DOT.
@@ -44,6 +46,7 @@ class Lineage:
     """Nodes and edges (``upstream id -> downstream id``) of one fingerprint's provenance."""
 
     fingerprint: str
+    name: str = ""
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: list[tuple[str, str]] = field(default_factory=list)
 
@@ -86,7 +89,7 @@ def _run_node(row: dict[str, Any]) -> Node:
     model = f"[{row['model']}]" if row.get("model") else ""
     when = row["finished_at"].strftime("%Y-%m-%d %H:%M:%S") if row.get("finished_at") else ""
     return Node(
-        id=f"{row['asset']}_{row.get('model') or 'all'}_v{row['table_version']}",
+        id=f"{row['asset']}_{row.get('model') or 'all'}_v{row['table_version']}_{str(row['run_id'])[:8]}",
         kind="run",
         label=f"{row['asset']}{model} v{row['table_version']}",
         facts={"table": row["table_name"], "version": row["table_version"], "rows": row["rows"], "run_id": row["run_id"],
@@ -105,7 +108,7 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
     runs = lake.read("runs", where={"fingerprint": fp})
     if runs.height == 0:
         raise LineageError(f"no runs recorded for fingerprint {fp[:12]} ({evaluation['name']}); run `facetlake run CONFIG` first")
-    g = Lineage(fp)
+    g = Lineage(fp, evaluation["name"])
     dataset = g.add(Node(f"dataset_{evaluation['dataset_hash'][:12]}", "dataset", f"dataset {evaluation['dataset']}",
                          {"content_sha256": evaluation["dataset_hash"], "n_samples": evaluation["n_samples"]}))
     memo: dict[str, str] = {}
@@ -139,14 +142,16 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
                 g.link(s, node.id)
         return memo[node.id]
 
-    def scores_node(model: str, max_version: int | None) -> str | None:
-        row = _latest(runs, "scores", model, max_version)
-        if row is None:
+    def scores_run_node(run_id: str, model: str) -> str | None:
+        hits = runs.filter((pl.col("asset") == "scores") & (pl.col("run_id") == run_id) & (pl.col("model") == model))
+        if hits.height == 0:
             return None
+        row = hits.sort("finished_at").row(-1, named=True)
         node = _run_node(row)
         if node.id not in memo:
             prov = _prov(row)
-            node.facts["signatures"] = prov.get("signatures", [])
+            computed = prov.get("computed")
+            node.facts["signatures"] = computed if computed is not None else prov.get("signatures", [])
             node.facts["metrics"] = prov.get("metrics")
             memo[node.id] = g.add(node)
             read = prov.get("read") or {}
@@ -154,6 +159,10 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
             if gen:
                 g.link(gen, node.id)
         return memo[node.id]
+
+    def scores_node(model: str, max_version: int | None) -> str | None:
+        row = _latest(runs, "scores", model, max_version)
+        return scores_run_node(row["run_id"], model) if row is not None else None
 
     models = sorted(set(runs.filter(pl.col("asset").is_in(["generations", "scores"]))["model"].drop_nulls().to_list()))
     found_analysis = False
@@ -168,12 +177,22 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
         node.facts["read_versions"] = read
         g.add(node)
         reads = prov.get("reads") or {}
-        partitions = (reads.get("partitions") or {}).get("scores")
-        read_models = [p.split("|", 1)[1] for p in partitions] if partitions else models
-        for model in read_models:
-            s = scores_node(model, read.get("scores"))
-            if s:
-                g.link(s, node.id)
+        by_signature = reads.get("scores_runs_by_signature")
+        if by_signature:  # every scores run that wrote the rows this verdict read, per metric signature
+            for model, signatures in sorted(by_signature.items()):
+                for run_ids in signatures.values():
+                    for run_id in run_ids:
+                        s = scores_run_node(run_id, model)
+                        if s:
+                            g.link(s, node.id)
+            continue
+        for model, run_ids in sorted((reads.get("scores_run_ids") or {}).items()) or [(m, []) for m in models]:
+            linked = [scores_run_node(r, model) for r in run_ids]
+            if not any(linked):
+                linked = [scores_node(model, read.get("scores"))]
+            for s in linked:
+                if s:
+                    g.link(s, node.id)
     if not found_analysis:  # scores only: show the scores runs as the outputs
         for model in models:
             scores_node(model, None)
@@ -204,7 +223,7 @@ def _facts_line(node: Node) -> str:
 
 def render_text(g: Lineage) -> str:
     """An indented tree from each output down to the dataset and model identities."""
-    lines = [f"lineage of fingerprint {g.fingerprint}"]
+    lines = [f"lineage of {g.name + ' @ ' if g.name else ''}fingerprint {g.fingerprint}"]
 
     def walk(node_id: str, prefix: str, last: bool, depth: int) -> None:
         node = g.nodes[node_id]

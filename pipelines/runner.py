@@ -15,9 +15,10 @@ from typing import Any, Iterable, Mapping
 import dagster as dg
 import polars as pl
 
+from assets.catalog import report_catalog
+from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
-from pipelines.partitions import partition_key
-from resources.catalog import evaluation_row, evaluation_spec, register_evaluation
+from resources.catalog import CatalogError, add_metrics, evaluation_row, evaluation_spec, pairs_of, register_evaluation
 from resources.evaluation import EvaluationSpec, ResolvedEvaluation, resolve
 from resources.lake import LakeStore
 
@@ -40,11 +41,18 @@ def get_instance(ephemeral: bool = False) -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
-def register(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
-    """Load and hash the dataset, record the evaluation and add its dynamic partitions.
+def register(
+    spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance | None, *, take_over: bool = False, replace: bool = False
+) -> ResolvedEvaluation:
+    """Load and hash the dataset, record the evaluation in the catalog (its name owns the
+    fingerprint; a changed dataset makes a new current fingerprint and keeps the old one
+    as history; a changed model source is a new model version) and make Dagster's
+    partitions equal the catalog's (when ``instance`` is given).
 
     Unknown metric names, malformed model specs and duplicate sample ids are refused here,
-    before anything is generated or written.
+    before anything is generated or written; so are collisions with another evaluation's
+    name or fingerprint (:class:`~resources.catalog.CatalogCollisionError`) unless
+    ``take_over`` / ``replace``. The returned object's ``registration`` says what changed.
     """
     from collections import Counter
 
@@ -63,18 +71,20 @@ def register(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance
             f"dataset {resolved.dataset_name!r} has {len(duplicates)} duplicate sample id(s): {duplicates[:10]}; "
             "outputs and scores are keyed by sample id, so make them unique (map another column as sample_id)"
         )
-    register_evaluation(lake, resolved)
-    instance.add_dynamic_partitions("fingerprint", [resolved.fingerprint])
-    instance.add_dynamic_partitions("model", sorted(spec.models))
+    resolved.registration = register_evaluation(lake, resolved, take_over=take_over, replace=replace)
+    if instance is not None:
+        sync_partitions(lake, instance)
+        report_catalog(instance, lake)
     return resolved
 
 
 def _materialize(
     selection: list[str],
-    partition: str | dg.MultiPartitionKey,
+    partition: str,
     lake: LakeStore,
     instance: dg.DagsterInstance,
     run_config: dict[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     resources = build_resources(lake.root)
     resources["lake"] = lake
@@ -86,55 +96,102 @@ def _materialize(
         instance=instance,
         resources=resources,
         run_config=run_config,
-        tags={"facetlake/source": "cli"},
+        tags={"facetlake/source": "cli", **(tags or {})},
     )
 
 
+def evaluation_partition(lake: LakeStore, ref: str) -> str:
+    """The evaluation partition key (``name@fp12``) of an evaluation name, fingerprint or key."""
+    return evaluation_row(lake, ref)["partition_key"]
+
+
+def model_partition(lake: LakeStore, model: str, ref: str) -> str:
+    """The pair partition key of ``model`` in the evaluation fingerprint ``ref`` names; raises
+    :class:`~resources.catalog.CatalogError` when the pair is not registered."""
+    row = evaluation_row(lake, ref)
+    for pair in pairs_of(lake, row["fingerprint"], ("current", "history", "archived", "retired")):
+        if pair["model"] == model:
+            return pair["partition_key"]
+    raise CatalogError(f"model {model!r} is not registered in evaluation {row['name']!r}; add it under models: in its spec")
+
+
 def materialize_samples(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    """Materialise ``samples`` (and its checks) for one fingerprint."""
-    return _materialize(["samples"], fingerprint, lake, instance)
+    """Materialise ``samples`` (and its checks) for one evaluation (name, fingerprint or key)."""
+    return _materialize(["samples"], evaluation_partition(lake, fingerprint), lake, instance)
 
 
 def materialize_model(
     model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
     generate: bool = True, params: list[str] | None = None,
 ) -> dg.ExecuteInProcessResult:
-    """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one partition."""
+    """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one registered pair."""
     selection = ["generations", "annotations", "scores"] if generate else ["scores"]
     run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": list(params or [])}}}}
-    return _materialize(selection, partition_key(model, fingerprint), lake, instance, run_config)
+    return _materialize(selection, model_partition(lake, model, fingerprint), lake, instance, run_config)
 
 
 def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    """Materialise ``summary`` for one fingerprint."""
-    return _materialize(["summary"], fingerprint, lake, instance)
+    """Materialise ``summary`` for one evaluation (name, fingerprint or key)."""
+    return _materialize(["summary"], evaluation_partition(lake, fingerprint), lake, instance)
 
 
 def materialize_analysis(
-    fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = False
+    fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = True
 ) -> dg.ExecuteInProcessResult:
-    """Materialise ``comparisons`` (with its regression check) and ``correlations`` for one
-    fingerprint (and ``summary`` first in the same run when ``with_summary``)."""
-    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations"], fingerprint, lake, instance)
+    """Materialise an evaluation's verdicts: ``summary`` (unless ``with_summary=False``),
+    ``comparisons`` (with its regression check) and ``correlations``."""
+    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations"],
+                        evaluation_partition(lake, fingerprint), lake, instance)
 
 
-def run_evaluation(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
-    """Register ``spec`` and materialise samples, every model's generations and scores, and the summary."""
-    resolved = register(spec, lake, instance)
+def run_evaluation(
+    spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance, *, take_over: bool = False, replace: bool = False
+) -> ResolvedEvaluation:
+    """Register ``spec`` and materialise samples, every model's generations and scores (the
+    evaluation's current models, including those the inbox added), and its verdicts."""
+    resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
     materialize_samples(resolved.fingerprint, lake, instance)
-    for model in sorted(spec.models):
-        materialize_model(model, resolved.fingerprint, lake, instance)
-    materialize_analysis(resolved.fingerprint, lake, instance, with_summary=True)  # summary, comparisons, correlations
+    for pair in pairs_of(lake, resolved.fingerprint):
+        _materialize(["generations", "annotations", "scores"], pair["partition_key"], lake, instance)
+    if not verdicts_current(lake, resolved.fingerprint):
+        materialize_analysis(resolved.fingerprint, lake, instance)  # summary, comparisons, correlations
     return resolved
 
 
+def verdicts_current(lake: LakeStore, fingerprint: str) -> bool:
+    """Whether the evaluation's summary, comparisons and correlations were computed from
+    exactly the score rows stored now: every (model, signature) maps to the same scores
+    runs as in their last runs' ``reads`` (a re-run that reused everything needs no new
+    verdicts)."""
+    from assets.analysis_common import reads_record
+
+    if not lake.exists("runs") or not lake.exists("scores"):
+        return False
+    scores = lake.read("scores", where={"fingerprint": fingerprint}, columns=["model", "signature", "run_id"])
+    now = reads_record(fingerprint, {}, scores)["scores_runs_by_signature"]
+    runs = lake.read("runs", where={"fingerprint": fingerprint}, columns=["asset", "finished_at", "provenance"])
+    for asset in ("summary", "comparisons", "correlations"):
+        mine = runs.filter(pl.col("asset") == asset)
+        if mine.height == 0:
+            return False
+        prov = json.loads(mine.sort("finished_at")["provenance"][-1] or "{}")
+        if (prov.get("reads") or {}).get("scores_runs_by_signature") != now:
+            return False
+        if asset == "comparisons" and (prov.get("reads") or {}).get("baseline") != evaluation_spec(lake, fingerprint).baseline:
+            return False
+    return True
+
+
 def stored_partitions(lake: LakeStore, fingerprint: str | None = None) -> list[tuple[str, str]]:
-    """(model, fingerprint) pairs with stored generations."""
-    if not lake.exists("generations"):
+    """(model, fingerprint) of the current pairs (of the evaluation ``fingerprint`` names, a
+    name, fingerprint or prefix; else of every active evaluation) with stored generations."""
+    if not lake.exists("generations") or not lake.exists("pairs"):
         return []
-    frame = lake.read("generations", columns=["model", "fingerprint"]).unique().sort(["fingerprint", "model"])
+    pairs = lake.read("pairs").filter(pl.col("status") == "current")
     if fingerprint:
-        frame = frame.filter(pl.col("fingerprint").str.starts_with(fingerprint))
+        pairs = pairs.filter(pl.col("fingerprint") == evaluation_row(lake, fingerprint)["fingerprint"])
+    stored = lake.read("generations", columns=["model", "fingerprint"]).unique()
+    frame = pairs.join(stored, on=["model", "fingerprint"], how="semi").sort(["fingerprint", "model"])
     return [(r["model"], r["fingerprint"]) for r in frame.iter_rows(named=True)]
 
 
@@ -142,18 +199,21 @@ def rescore(
     metrics: Iterable[str], lake: LakeStore, instance: dg.DagsterInstance, fingerprint: str | None = None, force: bool = False,
     params: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Score stored generations under ``metrics`` without regenerating.
+    """Score stored generations under ``metrics`` without regenerating, and make those
+    metrics (with their parameters) part of each evaluation scored, so re-runs keep them.
 
     A partition that already has rows with the metric's current signature is skipped
-    unless ``force``. Returns one record per partition: model, fingerprint, metrics run
-    or skipped.
+    unless ``force``. Each evaluation whose scores changed gets fresh verdicts (summary,
+    comparisons, correlations). Returns one record per partition: model, fingerprint,
+    evaluation, metrics run or skipped.
     """
     from metric_ops.registry import REGISTRY
     from resources.metric_inputs import build_metric
     from resources.judges import merged_params, parse_param_overrides
 
     names = [REGISTRY.resolve(m) for m in metrics]
-    stray = sorted(set(parse_param_overrides(list(params or []))) - {"*", *names})
+    overrides = parse_param_overrides(list(params or []))
+    stray = sorted(set(overrides) - {"*", *names})
     if stray:
         raise ValueError(
             f"--param names {', '.join(stray)}, which is not among the metrics being scored ({', '.join(names)}); "
@@ -161,7 +221,12 @@ def rescore(
         )
     done: list[dict[str, Any]] = []
     existing = lake.read("scores", columns=["model", "fingerprint", "signature"]).unique() if lake.exists("scores") else None
+    added: set[str] = set()
     for model, fp in stored_partitions(lake, fingerprint):
+        row = evaluation_row(lake, fp)
+        if row["name"] not in added:
+            add_metrics(lake, row["name"], {n: {**overrides.get("*", {}), **overrides.get(n, {})} for n in names})
+            added.add(row["name"])
         spec = evaluation_spec(lake, fp)
         todo = []
         for name in names:
@@ -172,13 +237,11 @@ def rescore(
             if force or not have:
                 todo.append(name)
         if todo:
-            instance.add_dynamic_partitions("fingerprint", [fp])
-            instance.add_dynamic_partitions("model", [model])
             materialize_model(model, fp, lake, instance, metrics=todo, generate=False, params=params)
-        done.append({"model": model, "fingerprint": fp, "scored": todo, "skipped": [n for n in names if n not in todo]})
+        done.append({"model": model, "fingerprint": fp, "evaluation": row["name"], "scored": todo,
+                     "skipped": [n for n in names if n not in todo]})
     touched = {d["fingerprint"] for d in done if d["scored"]}
     for fp in sorted(touched):
-        materialize_summary(fp, lake, instance)
         materialize_analysis(fp, lake, instance)
     return done
 
@@ -213,11 +276,13 @@ def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.Da
 
 
 def summary_table(lake: LakeStore, fingerprints: Iterable[str] | None = None) -> pl.DataFrame:
-    """dataset x model x metric: mean, n scored, n total (from the summary table)."""
+    """evaluation x model x metric: mean, n scored, n total (from the summary table)."""
     frame = lake.read("summary")
     if fingerprints is not None:
         frame = frame.filter(pl.col("fingerprint").is_in(list(fingerprints)))
-    return frame.select("dataset", "model", "metric", "mean", "n_scored", "n_total").sort(["dataset", "model", "metric"])
+    names = lake.read("evaluations", columns=["name", "fingerprint"]).unique(subset=["fingerprint"])
+    frame = frame.join(names, on="fingerprint", how="left").rename({"name": "evaluation"})
+    return frame.select("evaluation", "model", "metric", "mean", "n_scored", "n_total").sort(["evaluation", "model", "metric"])
 
 
 __all__ = [

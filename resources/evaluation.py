@@ -34,6 +34,8 @@ from metric_ops.base import Sample
 from resources.datasets import Dataset, content_hash, make_dataset
 
 MODEL_SLUG = re.compile(r"^[a-z0-9._-]{1,80}$")
+# evaluation names become partition keys (``name@fp12``): a slug, starting alphanumeric
+EVALUATION_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
 DEFAULT_ADAPTER = {"kind": "generation", "template": "{input}", "version": "1"}
@@ -50,6 +52,40 @@ def slugify_model(name: str) -> str:
     if not slug:
         raise SpecError(f"model name {name!r} has no usable characters; use letters, digits, '.', '_' or '-'")
     return slug[:80]
+
+
+def model_key_for(spec: str) -> str:
+    """The model key derived from a model spec when ``models:`` is given as a list: the
+    API model name for ``api:MODEL@URL``, the folder or file name for ``hf:PATH`` and
+    ``precomputed:FILE``, the column for ``precomputed:column=X``, else the target."""
+    kind, _, target = str(spec).partition(":")
+    if kind == "api":
+        target = target.partition("@")[0]
+    elif kind == "precomputed" and target.startswith("column="):
+        target = target.split("=", 1)[1]
+    elif kind in ("hf", "precomputed"):
+        target = Path(target.rstrip("/")).name
+        if kind == "precomputed":
+            target = Path(target).stem
+    elif kind == "vllm":
+        target = target.rstrip("/").replace("/", "-")
+    return slugify_model(target)
+
+
+def model_keys(specs: list[Any], where: str) -> dict[str, str]:
+    """``models:`` given as a list: key -> spec, with derived keys (:func:`model_key_for`)
+    that must be unique. Two specs deriving one key are refused naming both (map them
+    explicitly: ``models: {name-a: SPEC, name-b: SPEC}``)."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        key = model_key_for(str(spec))
+        if key in out:
+            raise SpecError(
+                f"{where}: models {out[key]!r} and {spec!r} both get the model key {key!r}; give them names: "
+                f"models: {{{key}-a: {out[key]!r}, {key}-b: {spec!r}}}"
+            )
+        out[key] = str(spec)
+    return out
 
 
 def canonical_json(value: Any) -> str:
@@ -85,22 +121,29 @@ class EvaluationSpec:
     privacy: dict[str, Any] = field(default_factory=dict)
     # practitioner profile (resources/profiles.py): its recommended metrics are added
     profile: str | None = None
+    # cron string of the evaluation's own schedule (pipelines/sensors.py); not in the fingerprint
+    schedule: str | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
         """Validate and build a spec; raises :class:`SpecError` naming the problem."""
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
-        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline", "privacy", "profile"}
+        known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
+                 "privacy", "profile", "schedule"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
         for key in ("name", "dataset", "models", "metrics"):
             if key not in data and not (key == "metrics" and data.get("profile")):
                 raise SpecError(f"{where}: missing key {key!r}")
+        name = str(data["name"])
+        if not EVALUATION_NAME.match(name):
+            raise SpecError(f"{where}: name {name!r} must be lower-case letters, digits, '.', '_' or '-' "
+                            f"(it names the evaluation's partitions); try {slugify_model(name)!r}")
         models = data["models"]
         if isinstance(models, list):
-            models = {slugify_model(m.split(":", 1)[-1].rsplit("/", 1)[-1]): m for m in models}
+            models = model_keys(models, where)
         if not isinstance(models, Mapping) or not models:
             raise SpecError(f"{where}: models must map a model name to a spec, e.g. {{my-model: 'precomputed:outputs.jsonl'}}")
         for slug in models:
@@ -128,6 +171,7 @@ class EvaluationSpec:
             baseline=_checked_baseline(data.get("baseline"), models, where),
             privacy=_checked_privacy(data.get("privacy"), where),
             profile=str(data["profile"]) if data.get("profile") else None,
+            schedule=_checked_schedule(data.get("schedule"), where),
         )
 
     @classmethod
@@ -167,11 +211,12 @@ class EvaluationSpec:
             **({"privacy": self.privacy} if self.privacy else {}),
             **({"profile": self.profile} if self.profile else {}),
             **({"baseline": self.baseline} if self.baseline is not None else {}),
+            **({"schedule": self.schedule} if self.schedule else {}),
         }
 
     def make_dataset(self) -> Dataset:
-        """The configured dataset object."""
-        return make_dataset(self.dataset)
+        """The configured dataset object (``sha256``, a content pin, is the catalog's concern)."""
+        return make_dataset({k: v for k, v in self.dataset.items() if k != "sha256"})
 
     def fingerprint_inputs(self, dataset_hash: str) -> dict[str, Any]:
         """Everything that defines this evaluation besides the model (DESIGN.md)."""
@@ -189,6 +234,17 @@ class EvaluationSpec:
         if self.privacy and self.privacy.get("anonymise") not in (None, "off", []):
             inputs["privacy"] = self.privacy
         return inputs
+
+
+def _checked_schedule(value: Any, where: str) -> str | None:
+    """The ``schedule`` cron string (None when absent); refused unless Dagster accepts it."""
+    if value in (None, ""):
+        return None
+    from dagster._utils.schedules import is_valid_cron_string
+
+    if not isinstance(value, str) or not is_valid_cron_string(value):
+        raise SpecError(f"{where}: schedule {value!r} is not a cron string; e.g. schedule: \"0 6 * * *\" (daily at 06:00 UTC)")
+    return value
 
 
 def _checked_privacy(value: Any, where: str) -> dict[str, Any]:
@@ -238,6 +294,8 @@ class ResolvedEvaluation:
     dataset_hash: str
     fingerprint: str
     dataset_name: str
+    # what registering it did (resources.catalog.Registration), set by pipelines.runner.register
+    registration: Any = None
 
     @property
     def fingerprint_inputs(self) -> dict[str, Any]:

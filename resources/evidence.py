@@ -37,7 +37,7 @@ from typing import Any, Iterable, Mapping
 
 import polars as pl
 
-from resources.catalog import evaluation_row
+from resources.catalog import evaluation_row, pairs_of
 from resources.evaluation import fingerprint_of
 
 FORMAT = "facetlake-evidence/1"
@@ -126,13 +126,23 @@ def export_evidence(lake: Any, fingerprint: str, out: str | Path, fmt: str = "js
 
     runs = lake.read("runs").filter(pl.col("fingerprint") == fp).sort("started_at") if lake.exists("runs") else pl.DataFrame()
     models = []
-    for model, model_spec in sorted((spec.get("models") or {}).items()):
-        identity = None
+    # every model of this evaluation fingerprint (spec and inbox), with its catalog version and source
+    catalog_models = lake.read("evaluation_models", where={"evaluation": ev["name"]}) if lake.exists("evaluation_models") else pl.DataFrame()
+    pair_models = sorted({p["model"] for p in pairs_of(lake, fp, ("current", "history", "archived", "retired"))}) or sorted(spec.get("models") or {})
+    for model in pair_models:
+        identity, model_spec, version = None, (spec.get("models") or {}).get(model), None
+        if catalog_models.height:
+            mine = catalog_models.filter(pl.col("model") == model).sort("version")
+            if mine.height:
+                last = mine.row(-1, named=True)
+                model_spec, version = last["spec"], last["version"]
         if runs.height:
             gen = runs.filter((pl.col("asset") == "generations") & (pl.col("model") == model))
             if gen.height:
-                identity = json.loads(gen.row(-1, named=True)["provenance"] or "{}").get("model_identity")
-        models.append({"model": model, "spec": model_spec, "identity": identity})
+                prov = json.loads(gen.row(-1, named=True)["provenance"] or "{}")
+                identity = prov.get("model_identity")
+                model_spec = prov.get("model_spec") or model_spec  # what actually produced the stored outputs
+        models.append({"model": model, "spec": model_spec, "version": version, "identity": identity})
     _write_json(out / "models.json", models)
     files.append(out / "models.json")
 

@@ -27,19 +27,57 @@ from pydantic import Field
 _TS = pa.timestamp("us", tz="UTC")
 
 SCHEMAS: dict[str, pa.Schema] = {
+    # the catalog (resources/catalog.py): identity of evaluations, models and pairs
     "evaluations": pa.schema(
         [
-            ("fingerprint", pa.string()),
             ("name", pa.string()),
+            ("fingerprint", pa.string()),
+            ("partition_key", pa.string()),
+            ("status", pa.string()),
+            ("archived", pa.bool_()),
             ("dataset", pa.string()),
+            ("dataset_source", pa.string()),
             ("dataset_hash", pa.string()),
             ("n_samples", pa.int64()),
             ("spec", pa.string()),
             ("fingerprint_inputs", pa.string()),
+            ("schedule", pa.string()),
+            ("registered_at", _TS),
+            ("superseded_at", _TS),
+        ]
+    ),
+    "evaluation_models": pa.schema(
+        [
+            ("evaluation", pa.string()),
+            ("model", pa.string()),
+            ("version", pa.int64()),
+            ("spec", pa.string()),
+            ("identity", pa.string()),
+            ("identity_sha256", pa.string()),
+            ("source", pa.string()),
+            ("active", pa.bool_()),
             ("registered_at", _TS),
         ]
     ),
-    "models": pa.schema([("model", pa.string()), ("spec", pa.string()), ("registered_at", _TS)]),
+    "pairs": pa.schema(
+        [
+            ("evaluation", pa.string()),
+            ("fingerprint", pa.string()),
+            ("model", pa.string()),
+            ("partition_key", pa.string()),
+            ("status", pa.string()),
+            ("registered_at", _TS),
+        ]
+    ),
+    "evaluation_metrics": pa.schema(
+        [
+            ("evaluation", pa.string()),
+            ("metric", pa.string()),
+            ("params", pa.string()),
+            ("source", pa.string()),
+            ("added_at", _TS),
+        ]
+    ),
     "samples": pa.schema(
         [
             ("fingerprint", pa.string()),

@@ -16,7 +16,7 @@ from tests.conftest import small_spec
 
 def test_evaluation_writes_every_table_with_the_contract_columns(evaluated_lake):
     lake, resolved = evaluated_lake
-    assert {"samples", "generations", "scores", "runs", "summary", "evaluations", "models"} <= set(lake.tables())
+    assert {"samples", "generations", "scores", "runs", "summary", "evaluations", "evaluation_models", "pairs"} <= set(lake.tables())
     scores = lake.read("scores")
     assert {"model", "fingerprint", "dataset", "sample_id", "metric", "value", "direction", "dimension",
             "status", "detail", "signature"} <= set(scores.columns)

@@ -1,0 +1,70 @@
+"""The Delta tables that no asset function produces, placed in the asset graph anyway.
+
+- The catalog (``evaluations``, ``evaluation_models``, ``pairs``, ``evaluation_metrics``) is
+  written when an evaluation is registered (``facetlake run``/``register``, the
+  scheduler and inbox sensors): external assets whose materialisations are reported
+  with the rows and Delta version written (:func:`report_catalog`). ``samples`` and
+  ``generations`` depend on them: lineage shows which registration a run read.
+- ``token_logprobs`` is written by ``generations`` (live backends with log-probabilities),
+  which reports its materialisation for the same pair partition.
+
+The rest is internal state, listed with the reason in :data:`INTERNAL_TABLES` (the
+Definitions test checks that every Delta table is one or the other).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from assets.partitions import pair_partitions
+
+CATALOG_TABLES = {
+    "evaluations": "Registered evaluations: one row per (name, fingerprint), current or history, with the spec and schedule.",
+    "evaluation_models": "Model sources per evaluation: one row per (evaluation, model, version), spec and identity hash.",
+    "pairs": "Registered (evaluation fingerprint, model) pairs and their partition keys: the only partitions that exist.",
+    "evaluation_metrics": "Metrics added to an evaluation with `facetlake score` (and their parameters); re-runs keep them.",
+}
+
+CATALOG_SPECS = [
+    dg.AssetSpec(table, description=text, group_name="catalog", kinds={"delta"}, metadata={"delta_table": table})
+    for table, text in CATALOG_TABLES.items()
+]
+
+TOKEN_LOGPROBS_SPEC = dg.AssetSpec(
+    "token_logprobs",
+    description="Per generated token: text, log-probability, character span, top alternatives (written by generations).",
+    deps=["generations"],
+    partitions_def=pair_partitions,
+    group_name="evaluation",
+    kinds={"delta"},
+    metadata={"delta_table": "token_logprobs"},
+)
+
+SPECS = [*CATALOG_SPECS, TOKEN_LOGPROBS_SPEC]
+
+# Delta tables that are not assets, and why (docs/recurring.md repeats this)
+INTERNAL_TABLES = {
+    "runs": "provenance: one row per asset materialisation, appended by every asset as it writes; it is the lineage "
+            "record of the graph (facetlake lineage), not a product of it",
+    "judge_cache": "a cache of paid judge replies keyed by judge, decoding and messages; read and appended by the scores and "
+                   "pairwise assets while they run; deleting it changes no result, only cost",
+    "outbound_ledger": "the audit log of every call that left the machine (privacy), appended by the outbound gateway "
+                       "wherever a call is made; a record of side effects, not data the evaluation produces",
+}
+
+
+def report_catalog(instance: dg.DagsterInstance, lake: Any, tables: tuple[str, ...] = tuple(CATALOG_TABLES)) -> None:
+    """Report a materialisation of each catalog table (rows and Delta version now stored),
+    outside any run: registration happens in the CLI and in sensors."""
+    for table in tables:
+        if not lake.exists(table):
+            continue
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                asset_key=table,
+                metadata={"dagster/row_count": lake.read(table).height, "delta_version": lake.version(table),
+                          "delta_table": dg.MetadataValue.path(lake.uri(table))},
+            )
+        )

@@ -1,0 +1,108 @@
+"""``facetlake evaluations``: list registered evaluations, archive and restore them.
+
+Registered on the main ``facetlake`` app by the import at the bottom of pipelines/cli.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Optional
+
+import typer
+
+from pipelines.cli import LakeOption, OutputFormat, _fail, _lake, _print_frame, app, console
+
+evaluations_app = typer.Typer(
+    help="Registered evaluations: name, fingerprint, dataset, models, last run, schedule. "
+         "Subcommands archive and restore hide or show one without deleting data.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+)
+app.add_typer(evaluations_app, name="evaluations")
+
+
+def evaluations_frame(lake, include_archived: bool = False, include_history: bool = False):
+    """The listing as a polars frame: evaluation, fingerprint (12 hex), status, dataset,
+    n_samples, models, history (earlier fingerprints), last_run (UTC), schedule,
+    next_run (UTC)."""
+    import polars as pl
+
+    from pipelines.sensors import latest_tick
+    from resources.catalog import list_evaluations
+
+    frame = list_evaluations(lake, include_archived=include_archived, include_history=include_history)
+    if frame.height == 0:
+        return frame
+    last = (
+        lake.read("runs", columns=["fingerprint", "finished_at"]).group_by("fingerprint").agg(pl.col("finished_at").max().alias("last_run"))
+        if lake.exists("runs") else pl.DataFrame(schema={"fingerprint": pl.String, "last_run": pl.Datetime("us", "UTC")})
+    )
+    frame = frame.join(last, on="fingerprint", how="left")
+    now = dt.datetime.now(dt.timezone.utc)
+
+    def next_run(cron: str | None) -> str:
+        if not cron:
+            return ""
+        from dagster._utils.schedules import get_next_cron_tick
+
+        return get_next_cron_tick(cron, latest_tick(cron, now), "UTC").strftime("%Y-%m-%d %H:%M")
+
+    rows = []
+    for r in frame.iter_rows(named=True):
+        status = "archived" if r["archived"] else r["status"]
+        rows.append({
+            "evaluation": r["name"], "fingerprint": r["fingerprint"][:12], "status": status, "dataset": r["dataset"],
+            "samples": r["n_samples"], "models": r["models"] or "", "history": r["history"],
+            "last_run": r["last_run"].strftime("%Y-%m-%d %H:%M") if r["last_run"] else "never",
+            "schedule": r["schedule"] or "", "next_run": next_run(r["schedule"]) if status == "current" else "",
+        })
+    return pl.DataFrame(rows)
+
+
+@evaluations_app.callback()
+def evaluations(
+    ctx: typer.Context,
+    lake: Optional[str] = LakeOption,
+    all_: bool = typer.Option(False, "--all", help="Include archived evaluations."),
+    history: bool = typer.Option(False, "--history", help="Also list each evaluation's earlier fingerprints."),
+    format: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
+) -> None:
+    """List registered evaluations (current fingerprint; --history adds earlier ones)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    store = _lake(lake)
+    if not store.exists("evaluations"):
+        _fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
+    frame = evaluations_frame(store, include_archived=all_, include_history=history)
+    if frame.height == 0:
+        console.print("no evaluations" + ("" if all_ else " (archived ones are hidden: --all shows them)"))
+        return
+    _print_frame(frame, format, title="evaluations")
+
+
+def _set(name: str, lake: Optional[str], archived: bool) -> None:
+    from assets.partitions import sync_partitions
+    from pipelines.runner import get_instance
+    from resources.catalog import CatalogError, set_archived
+
+    store = _lake(lake)
+    try:
+        n = set_archived(store, name, archived)
+    except CatalogError as exc:
+        _fail(str(exc))
+    sync_partitions(store, get_instance())
+    verb = "archived" if archived else "restored"
+    console.print(f"{verb} {name}: {n} partition(s) " + ("hidden; its data stays in the lake (facetlake sql still reads it)"
+                                                      if archived else "visible again"))
+
+
+@evaluations_app.command()
+def archive(name: str = typer.Argument(..., help="Evaluation name."), lake: Optional[str] = LakeOption) -> None:
+    """Hide an evaluation: its partitions leave the UI and its schedule stops; no data is deleted."""
+    _set(name, lake, True)
+
+
+@evaluations_app.command()
+def restore(name: str = typer.Argument(..., help="Evaluation name."), lake: Optional[str] = LakeOption) -> None:
+    """Show an archived evaluation again (partitions and schedule)."""
+    _set(name, lake, False)
