@@ -63,11 +63,10 @@ evaluation_key = catalog.evaluation_key
 pair_key = catalog.pair_key
 
 
-def _sync(instance: dg.DagsterInstance, name: str, wanted: Iterable[str]) -> dict[str, list[str]]:
-    wanted = sorted(set(wanted))
+def _sync(instance: dg.DagsterInstance, name: str, wanted: Iterable[str], stale: Iterable[str]) -> dict[str, list[str]]:
     have = set(instance.get_dynamic_partitions(name))
-    added = [k for k in wanted if k not in have]
-    removed = sorted(have - set(wanted))
+    added = sorted(set(wanted) - have)
+    removed = sorted((set(stale) & have) - set(wanted))
     if added:
         instance.add_dynamic_partitions(name, added)
     for key in removed:
@@ -76,26 +75,29 @@ def _sync(instance: dg.DagsterInstance, name: str, wanted: Iterable[str]) -> dic
 
 
 def sync_partitions(lake: "LakeStore", instance: dg.DagsterInstance) -> dict[str, dict[str, list[str]]]:
-    """Make the instance's ``evaluation`` and ``pair`` dynamic partitions equal to the
-    catalog's current keys (adds the missing, removes the superseded and archived).
+    """Make the instance's ``evaluation`` and ``pair`` dynamic partitions match the
+    catalog: add its current keys, remove the keys it knows as superseded or archived.
+    Keys the catalog does not know (another lake on the same instance) are left alone.
 
     Returns ``{"evaluation": {"added": [...], "removed": [...]}, "pair": {...}}``."""
     evaluations, pairs = catalog.current_keys(lake)
+    old_evaluations, old_pairs = catalog.retired_keys(lake)
     return {
-        EVALUATION_DIMENSION: _sync(instance, EVALUATION_DIMENSION, evaluations),
-        PAIR_DIMENSION: _sync(instance, PAIR_DIMENSION, pairs),
+        EVALUATION_DIMENSION: _sync(instance, EVALUATION_DIMENSION, evaluations, old_evaluations),
+        PAIR_DIMENSION: _sync(instance, PAIR_DIMENSION, pairs, old_pairs),
     }
 
 
 def partition_requests(lake: "LakeStore", instance: dg.DagsterInstance) -> list:
-    """The dynamic-partition requests (for a ``SensorResult``) that would make the
-    instance's partitions equal the catalog's current keys."""
+    """The dynamic-partition requests (for a ``SensorResult``) that :func:`sync_partitions`
+    would apply."""
     evaluations, pairs = catalog.current_keys(lake)
+    old_evaluations, old_pairs = catalog.retired_keys(lake)
     requests: list = []
-    for name, wanted in ((EVALUATION_DIMENSION, evaluations), (PAIR_DIMENSION, pairs)):
+    for name, wanted, stale in ((EVALUATION_DIMENSION, evaluations, old_evaluations), (PAIR_DIMENSION, pairs, old_pairs)):
         have = set(instance.get_dynamic_partitions(name))
         add = sorted(set(wanted) - have)
-        remove = sorted(have - set(wanted))
+        remove = sorted((set(stale) & have) - set(wanted))
         if add:
             requests.append(dg.AddDynamicPartitionsRequest(name, add))
         if remove:

@@ -86,6 +86,9 @@ def _materialize(
     run_config: dict[str, Any] | None = None,
     tags: Mapping[str, str] | None = None,
 ) -> dg.ExecuteInProcessResult:
+    dimension = "pair" if ":" in str(partition) else "evaluation"
+    if not instance.has_dynamic_partition(dimension, str(partition)):
+        sync_partitions(lake, instance)  # e.g. a lake registered under another Dagster home
     resources = build_resources(lake.root)
     resources["lake"] = lake
     run_config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": os.environ.get("FACETLAKE_LOG_LEVEL", "WARNING")}}}}

@@ -283,6 +283,18 @@ def current_keys(lake: LakeStore) -> tuple[list[str], list[str]]:
     return ekeys, pkeys
 
 
+def retired_keys(lake: LakeStore) -> tuple[list[str], list[str]]:
+    """(evaluation keys, pair keys) this lake knows as no longer current (history,
+    retired, archived): the dynamic partitions to remove. Keys this lake does not know
+    (another lake on the same Dagster instance) are never listed."""
+    evals = _evaluations(lake)
+    pairs = _read(lake, "pairs")
+    current_e, current_p = current_keys(lake)
+    ekeys = sorted(set(evals["partition_key"].to_list()) - set(current_e)) if evals.height else []
+    pkeys = sorted(set(pairs["partition_key"].to_list()) - set(current_p)) if pairs.height else []
+    return ekeys, pkeys
+
+
 def list_evaluations(lake: LakeStore, include_archived: bool = False, include_history: bool = False) -> pl.DataFrame:
     """One row per evaluation (its current fingerprint): name, fingerprint, status,
     dataset, models, schedule, registered_at, plus ``history`` (number of earlier

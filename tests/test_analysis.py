@@ -96,13 +96,17 @@ def test_comparisons_on_the_real_data_are_right_and_name_what_they_read(demo_lak
     reads = {json.dumps(json.loads(s), sort_keys=True) for s in comp["reads"]}
     assert len(reads) == 1
     read = json.loads(reads.pop())
-    assert sorted(read["partitions"]["scores"]) == sorted(f"{fp}|{m}" for m in ("sfres-system", "copy-input"))
+    assert read["models"] == ["copy-input", "sfres-system"]
     runs = lake.read("runs", where={"fingerprint": fp})
     comp_run = runs.filter(pl.col("asset") == "comparisons").sort("finished_at").row(-1, named=True)
     assert json.loads(comp_run["provenance"])["read"]["scores"] == read["table_versions"]["scores"]
     scores_versions = runs.filter(pl.col("asset") == "scores")["table_version"].to_list()
     assert read["table_versions"]["scores"] >= max(scores_versions)
     assert set(read["scores_run_ids"]) == {"sfres-system", "copy-input"}
+    # per model and metric signature, the scores run whose rows were read (lineage)
+    stored = lake.read("scores", where={"fingerprint": fp})
+    for (model, signature), group in stored.group_by(["model", "signature"]):
+        assert read["scores_runs_by_signature"][model][signature] == sorted(set(group["run_id"]))
 
 
 @pytest.mark.slow
@@ -118,7 +122,7 @@ def test_cross_fingerprint_comparison_is_refused_naming_the_differences(demo_lak
     assert diffs[fps["qags"]]["generation.max_tokens"] == (64, 128)
     assert require_comparable(lake, [fps["sfres"], fps["sfres"][:10]]) == {}
     out = runner.invoke(__import__("pipelines.cli", fromlist=["app"]).app,
-                        ["report", "-f", fps["sfres"][:10], "--compare", fps["qags"][:10], "--lake", lake.root, "--out", "/dev/null"])
+                        ["report", "-e", fps["sfres"][:10], "--compare", fps["qags"][:10], "--lake", lake.root, "--out", "/dev/null"])
     assert out.exit_code == 1 and "refusing to compare" in out.output
 
 
@@ -129,7 +133,7 @@ def test_lineage_command_reaches_dataset_hash_and_model_identity(demo_lake):
     lake, fps = demo_lake
     fp = fps["qags"]
     ev = lake.read("evaluations", where={"fingerprint": fp}).row(0, named=True)
-    text = runner.invoke(app, ["lineage", "-f", fp[:12], "--lake", lake.root])
+    text = runner.invoke(app, ["lineage", "-e", fp[:12], "--lake", lake.root])
     assert text.exit_code == 0, text.output
     assert ev["dataset_hash"] in text.output
     assert '"heuristic": "lead-3"' in text.output and '"column": "system_output"' in text.output
@@ -137,17 +141,17 @@ def test_lineage_command_reaches_dataset_hash_and_model_identity(demo_lake):
     scores_runs = lake.read("runs", where={"fingerprint": fp, "asset": "scores"})
     for v in scores_runs["table_version"].to_list():
         assert f"scores[" in text.output and f"] v{v}" in text.output
-    mermaid = runner.invoke(app, ["lineage", "-f", fp[:12], "--lake", lake.root, "--format", "mermaid"]).output
+    mermaid = runner.invoke(app, ["lineage", "-e", fp[:12], "--lake", lake.root, "--format", "mermaid"]).output
     lines = mermaid.strip().splitlines()
     assert lines[0] == "flowchart LR"
     declared = {ln.split("[", 1)[0].split("(", 1)[0].strip() for ln in lines[1:] if "-->" not in ln}
     edges = [ln.strip().split(" --> ") for ln in lines if "-->" in ln]
     assert edges and all(a in declared and b in declared for a, b in edges)
     assert any(a.startswith("dataset_") for a, _ in edges) and any(b.startswith("comparisons") for _, b in edges)
-    dot = runner.invoke(app, ["lineage", "-f", fp[:12], "--lake", lake.root, "--format", "dot"]).output
+    dot = runner.invoke(app, ["lineage", "-e", fp[:12], "--lake", lake.root, "--format", "dot"]).output
     assert dot.startswith("digraph lineage {") and dot.count("->") == len(edges)
-    missing = runner.invoke(app, ["lineage", "-f", "ffff", "--lake", lake.root])
-    assert missing.exit_code == 1 and "not registered" in missing.output
+    missing = runner.invoke(app, ["lineage", "-e", "ffff", "--lake", lake.root])
+    assert missing.exit_code == 1 and "no evaluation matches 'ffff'" in missing.output and "sfres (9868f4b32c97)" in missing.output
 
 
 def _write_outputs(path: Path, outputs: dict[str, str]) -> str:
@@ -249,8 +253,11 @@ def test_definitions_hold_the_analysis_assets_and_the_regression_check():
     deps = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
     assert {"scores", "generations"} <= deps["comparisons"] and "scores" in deps["correlations"]
     assert "check_comparisons_no_regression" in {k.name for k in graph.asset_check_keys}
-    # scheduled runs materialise scores; the analysis follows them by declarative automation
-    assert graph.get(__import__("dagster").AssetKey("comparisons")).automation_condition is not None
+    # scheduled runs materialise scores; the analysis sensor runs the analysis job after them
+    assert "analysis_sensor" in {s.name for s in defs.sensors}
+    from pipelines.jobs import analysis_job
+
+    assert {k.to_user_string() for k in analysis_job.selection.resolve(graph)} == {"summary", "comparisons", "correlations"}
 
 
 def test_tradeoff_resources_come_from_generations_and_runs_provenance(tmp_path):

@@ -73,7 +73,7 @@ def test_cli_export_csv_and_verify(evaluated_lake, tmp_path):
     lake, resolved = evaluated_lake
     runner = CliRunner()
     out = tmp_path / "csv"
-    result = runner.invoke(app, ["export", "--fingerprint", resolved.fingerprint, "--out", str(out), "--format", "csv", "--lake", lake.root])
+    result = runner.invoke(app, ["export", "-e", resolved.fingerprint, "--out", str(out), "--format", "csv", "--lake", lake.root])
     assert result.exit_code == 0, result.output
     with open(out / "scores.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -82,7 +82,7 @@ def test_cli_export_csv_and_verify(evaluated_lake, tmp_path):
     (out / "summary.csv").write_text((out / "summary.csv").read_text().replace("0.", "1.", 1))
     bad = runner.invoke(app, ["verify", str(out)])
     assert bad.exit_code == 1 and "summary.csv" in bad.output
-    again = runner.invoke(app, ["export", "--fingerprint", resolved.fingerprint, "--out", str(out), "--lake", lake.root])
+    again = runner.invoke(app, ["export", "-e", resolved.fingerprint, "--out", str(out), "--lake", lake.root])
     assert again.exit_code == 1 and "not empty" in again.output
 
 

@@ -185,11 +185,10 @@ def test_definitions_list_every_asset_check_sensor_and_schedule():
     assert {"samples", "generations", "scores", "summary"} <= assets
     checks = {k.name for k in graph.asset_check_keys}
     assert {"check_samples_required_fields", "check_samples_unique_ids", "check_samples_ratings_in_range"} <= checks
-    assert {s.name for s in defs.sensors} >= {"inbox_sensor"}
-    assert {s.name for s in defs.schedules} >= {"evaluation_schedule"}
-    assert {"evaluation_job", "samples_job", "summary_job"} <= {j.name for j in defs.resolve_all_job_defs()}
+    assert {s.name for s in defs.sensors} >= {"inbox_sensor", "evaluation_scheduler", "analysis_sensor"}
+    assert {"evaluation_job", "samples_job", "analysis_job"} <= {j.name for j in defs.resolve_all_job_defs()}
     deps = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
-    assert deps["generations"] == {"samples"} and deps["scores"] == {"generations", "annotations"} and deps["annotations"] == {"generations"} and "scores" in deps["summary"]
+    assert deps["generations"] == {"samples", "evaluation_models"} and deps["scores"] == {"generations", "annotations"} and deps["annotations"] == {"generations"} and "scores" in deps["summary"]
 
 
 def test_workspace_yaml_loads_the_code_location():
