@@ -70,7 +70,7 @@ def _fail(message: str) -> None:
     The message is printed literally: a "[red]" or "[/]" in it is text, not rich markup."""
     from rich.text import Text
 
-    err.print(Text.assemble(("error:", "bold red"), " ", message))
+    err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)  # one line: the terminal wraps it
     raise typer.Exit(code=1)
 
 
@@ -334,6 +334,31 @@ def ui(
 
 
 @app.command()
+def migrate(lake: Optional[str] = LakeOption) -> None:
+    """Bring a lake written by an earlier facetlake up to date (explicit schema migrations).
+
+    Rewrites only the catalog tables (evaluations, evaluation_models, pairs); samples,
+    generations, scores and runs are not touched. Running it again changes nothing.
+    """
+    from resources.migrations import MigrationError, migrate_catalog_identity, pending
+
+    store = _lake(lake)
+    todo = pending(store)
+    if not todo:
+        console.print(f"{store.root}: up to date, nothing to migrate")
+        return
+    try:
+        counts = migrate_catalog_identity(store)
+    except MigrationError as exc:
+        _fail(str(exc))
+    from assets.partitions import sync_partitions
+    from pipelines.runner import get_instance
+
+    sync_partitions(store, get_instance())
+    console.print(f"{store.root}: migrated {', '.join(todo)}: " + ", ".join(f"{t} {n} rows" for t, n in counts.items()))
+
+
+@app.command()
 def crossval(out: Optional[Path] = typer.Option(None, "--out", help="Markdown file to write (default docs/crossvalidation.md).")) -> None:
     """Cross-validate every metric variant against its reference library on real data and write the report.
 
@@ -384,7 +409,7 @@ def main() -> None:
 
         user = _user_error(exc)
         # literally, not as rich markup (a message may hold "[/]" or "[red]")
-        err.print(Text.assemble(("error:", "bold red"), f" {type(user).__name__}: {user}"))
+        err.print(Text.assemble(("error:", "bold red"), f" {type(user).__name__}: {user}"), soft_wrap=True)
         err.print("(set FACETLAKE_DEBUG=1 for the full traceback)")
         sys.exit(1)
 

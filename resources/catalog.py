@@ -126,7 +126,11 @@ def _read(lake: LakeStore, table: str) -> pl.DataFrame:
 
 
 def _evaluations(lake: LakeStore) -> pl.DataFrame:
-    return _read(lake, "evaluations")
+    frame = _read(lake, "evaluations")
+    if "status" not in frame.columns:
+        raise CatalogError(f"the lake under {lake.root} predates evaluation identity (its evaluations table has no status); "
+                           f"run `facetlake migrate --lake {lake.root}` once (it rewrites only the catalog tables)")
+    return frame
 
 
 def _listing(frame: pl.DataFrame) -> str:

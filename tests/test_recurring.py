@@ -370,3 +370,46 @@ def test_ui_starts_with_the_venv_not_on_path(tmp_path, dagster_home):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+
+
+# ----------------------------------------------------------------------------- migration of older lakes
+def test_a_lake_from_before_evaluation_identity_is_refused_then_migrated(lake, fresh_instance, tmp_path):
+    import datetime as dt
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from pipelines.cli import app
+    from resources.evaluation import canonical_json
+
+    data = write_dataset(tmp_path)
+    out = write_outputs(tmp_path, "o.jsonl", correct=4)
+    resolved = run_evaluation(spec_for("legacy", data, {"bot": f"precomputed:{out}"}), lake, fresh_instance)
+    # rewrite the catalog as the earlier version wrote it: evaluations keyed by fingerprint, a global models table
+    row = evaluation_row(lake, "legacy")
+    when = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    old = pa.table({"fingerprint": [row["fingerprint"]], "name": ["legacy"], "dataset": [row["dataset"]],
+                    "dataset_hash": [row["dataset_hash"]], "n_samples": [row["n_samples"]],
+                    "spec": [canonical_json(json.loads(row["spec"]))], "fingerprint_inputs": [row["fingerprint_inputs"]],
+                    "registered_at": pa.array([when], pa.timestamp("us", tz="UTC"))})
+    write_deltalake(lake.uri("evaluations"), old, mode="overwrite", schema_mode="overwrite")
+    write_deltalake(lake.uri("models"), pa.table({"model": ["bot"], "spec": [f"precomputed:{out}"],
+                                                  "registered_at": pa.array([when], pa.timestamp("us", tz="UTC"))}))
+    for table in ("evaluation_models", "pairs"):
+        import shutil
+
+        shutil.rmtree(lake.uri(table))
+    scores_before = lake.read("scores")
+
+    runner = CliRunner()
+    refused = runner.invoke(app, ["compare", "-e", "legacy", "--lake", lake.root])
+    assert refused.exit_code == 1 and "facetlake migrate" in refused.output
+    migrated = runner.invoke(app, ["migrate", "--lake", lake.root])
+    assert migrated.exit_code == 0 and "evaluations 1 rows" in migrated.output
+    assert evaluation_row(lake, "legacy")["status"] == "current"
+    assert model_spec(lake, "bot", "legacy") == f"precomputed:{out}"
+    assert lake.read("pairs")["partition_key"].to_list() == [resolved.registration.pair_keys["bot"]]
+    assert lake.read("scores").equals(scores_before)
+    assert "up to date" in runner.invoke(app, ["migrate", "--lake", lake.root]).output
+    run_evaluation(spec_for("legacy", data, {"bot": f"precomputed:{out}"}), lake, fresh_instance)  # works as before
+    assert mean(lake, "legacy", "bot") == pytest.approx(0.2)
