@@ -105,18 +105,23 @@ def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | Non
     console.print(table)
 
 
-def _run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False) -> None:
+def _run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False, submit: bool = False,
+               workers: int = 1) -> None:
+    from pipelines.launch import LaunchError
     from resources.catalog import CatalogCollisionError
     from resources.evaluation import SpecError
-    from pipelines.runner import get_instance, run_evaluation, summary_table
+    from pipelines.runner import get_instance, launch_evaluation, run_evaluation, summary_table
 
     instance = get_instance()
     fingerprints = []
     for spec in specs:
         console.print(f"[bold]evaluation[/] {spec.name}: dataset {spec.dataset.get('kind')}, models {', '.join(spec.models)}")
         try:
-            resolved = run_evaluation(spec, lake, instance, take_over=take_over, replace=replace)
-        except (CatalogCollisionError, SpecError) as exc:
+            if submit or workers > 1:
+                resolved = launch_evaluation(spec, lake, instance, submit=submit, workers=workers, take_over=take_over, replace=replace)
+            else:
+                resolved = run_evaluation(spec, lake, instance, take_over=take_over, replace=replace)
+        except (CatalogCollisionError, SpecError, LaunchError) as exc:
             _fail(str(exc))
         reg = resolved.registration
         for notice in reg.notices:
@@ -156,6 +161,8 @@ def run(
     profile: Optional[str] = typer.Option(None, "--profile", help="Practitioner profile (technical_expert, domain_expert, compliance_officer, or a YAML file): adds its metrics and shows its output form."),
     take_over: bool = typer.Option(False, "--take-over", help="Move the fingerprint from the evaluation that owns it to this spec's name (refused otherwise)."),
     replace: bool = typer.Option(False, "--replace", help="Redefine an evaluation name registered over another dataset (refused otherwise; its old results stay as history)."),
+    submit: bool = typer.Option(False, "--submit", help="Queue the runs on the Dagster instance (pools, run retries, run monitoring apply; a daemon such as `facetlake ui` or `dagster-daemon run` starts them) and wait for them."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Run up to N model partitions at once, each a Dagster run in its own process (1: every step in this process)."),
 ) -> None:
     """Register an evaluation spec and materialise it end to end (samples → generations → scores → verdicts).
 
@@ -166,7 +173,8 @@ def run(
     from pipelines.cli_audit import after_run, spec_for_run
 
     spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile)
-    _run_specs([spec], _lake(lake), f"{config.name}: mean per model x metric", take_over=take_over, replace=replace)
+    _run_specs([spec], _lake(lake), f"{config.name}: mean per model x metric", take_over=take_over, replace=replace,
+               submit=submit, workers=workers)
     after_run(spec, _lake(lake))
 
 
@@ -205,6 +213,7 @@ def score(
     force: bool = typer.Option(False, help="Recompute even where rows with the same signature exist."),
     param: list[str] = typer.Option([], "--param", "-p", help="Metric parameter KEY=VALUE (all selected metrics) or METRIC.KEY=VALUE; enters the signature."),
     judge: Optional[str] = typer.Option(None, "--judge", help="Judge model spec for judged metrics, e.g. api:gpt-4o-mini@https://api.openai.com/v1 (same as --param judge=SPEC)."),
+    submit: bool = typer.Option(False, "--submit", help="Queue the scoring runs on the Dagster instance (a daemon starts them; pools and retries apply) and wait."),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Score every stored generation under a metric not yet computed, without regenerating.
@@ -217,6 +226,7 @@ def score(
     which settings produced each row).
     """
     from metric_ops.registry import UnknownMetricError
+    from pipelines.launch import LaunchError
     from pipelines.runner import get_instance, rescore
 
     store = _lake(lake)
@@ -224,8 +234,8 @@ def score(
         _fail(f"no generations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
-        done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params)
-    except (UnknownMetricError, ValueError, TypeError, LookupError) as exc:
+        done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params, submit=submit)
+    except (UnknownMetricError, ValueError, TypeError, LookupError, LaunchError) as exc:
         _fail(str(exc))
     if not done:
         _fail("no stored generations to score" + (f" in evaluation {fingerprint!r}" if fingerprint else "")

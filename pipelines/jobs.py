@@ -11,6 +11,14 @@ evaluation_job = dg.define_asset_job(
     description="Generate (or read precomputed) outputs and score them for one registered (evaluation, model) pair.",
 )
 
+scores_job = dg.define_asset_job(
+    "scores_job",
+    selection=dg.AssetSelection.assets("scores"),
+    partitions_def=pair_partitions,
+    description="Score stored generations of one pair (run config ops.scores.config.metrics: only those metrics); "
+                "`facetlake score --submit` queues it.",
+)
+
 samples_job = dg.define_asset_job(
     "samples_job",
     selection=dg.AssetSelection.assets("samples"),

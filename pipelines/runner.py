@@ -161,6 +161,30 @@ def run_evaluation(
     return resolved
 
 
+def launch_evaluation(
+    spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance, *, submit: bool = False, workers: int | None = None,
+    take_over: bool = False, replace: bool = False, timeout_s: float | None = None,
+) -> ResolvedEvaluation:
+    """Like :func:`run_evaluation`, but every step is a Dagster run created on ``instance``
+    through the code location (pipelines/launch.py): ``submit`` queues them (pools, retries,
+    run monitoring and the daemon apply); otherwise they go straight to the run launcher,
+    ``workers`` pair runs at a time. Steps run on the configured executor (multiprocess or
+    Celery workers). Samples first, then every pair in parallel, then the verdicts."""
+    from pipelines.launch import RunSpec, run_all, workspace
+
+    resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
+    config = {"resources": {"lake": {"config": {"root": lake.root}}}}
+    tags = {"facetlake/evaluation": spec.name, "facetlake/source": "cli-submit" if submit else "cli-launch"}
+    with workspace(instance) as context:
+        ekey = evaluation_partition(lake, resolved.fingerprint)
+        run_all(instance, context, [RunSpec("samples_job", ekey, tags, config)], submit, "samples", timeout_s=timeout_s)
+        pairs = [RunSpec("evaluation_job", p["partition_key"], tags, config) for p in pairs_of(lake, resolved.fingerprint)]
+        run_all(instance, context, pairs, submit, "models", workers=workers, timeout_s=timeout_s)
+        if not verdicts_current(lake, resolved.fingerprint):
+            run_all(instance, context, [RunSpec("analysis_job", ekey, tags, config)], submit, "verdicts", timeout_s=timeout_s)
+    return resolved
+
+
 def verdicts_current(lake: LakeStore, fingerprint: str) -> bool:
     """Whether the evaluation's summary, comparisons and correlations were computed from
     exactly the score rows stored now: every (model, signature) maps to the same scores
@@ -200,15 +224,16 @@ def stored_partitions(lake: LakeStore, fingerprint: str | None = None) -> list[t
 
 def rescore(
     metrics: Iterable[str], lake: LakeStore, instance: dg.DagsterInstance, fingerprint: str | None = None, force: bool = False,
-    params: list[str] | None = None,
+    params: list[str] | None = None, submit: bool = False,
 ) -> list[dict[str, Any]]:
     """Score stored generations under ``metrics`` without regenerating, and make those
     metrics (with their parameters) part of each evaluation scored, so re-runs keep them.
 
     A partition that already has rows with the metric's current signature is skipped
     unless ``force``. Each evaluation whose scores changed gets fresh verdicts (summary,
-    comparisons, correlations). Returns one record per partition: model, fingerprint,
-    evaluation, metrics run or skipped.
+    comparisons, correlations). With ``submit`` every step is a run queued on the instance
+    (``scores_job`` per pair, then ``analysis_job``; see :func:`launch_evaluation`).
+    Returns one record per partition: model, fingerprint, evaluation, metrics run or skipped.
     """
     from metric_ops.registry import REGISTRY
     from resources.metric_inputs import build_metric
@@ -239,12 +264,24 @@ def rescore(
             ).height > 0
             if force or not have:
                 todo.append(name)
-        if todo:
+        if todo and not submit:
             materialize_model(model, fp, lake, instance, metrics=todo, generate=False, params=params)
         done.append({"model": model, "fingerprint": fp, "evaluation": row["name"], "scored": todo,
                      "skipped": [n for n in names if n not in todo]})
-    touched = {d["fingerprint"] for d in done if d["scored"]}
-    for fp in sorted(touched):
+    touched = sorted({d["fingerprint"] for d in done if d["scored"]})
+    if submit and touched:
+        from pipelines.launch import RunSpec, run_all, workspace
+
+        config = {"resources": {"lake": {"config": {"root": lake.root}}}}
+        with workspace(instance) as context:
+            specs = [RunSpec("scores_job", model_partition(lake, d["model"], d["fingerprint"]), {"facetlake/source": "cli-submit"},
+                             {**config, "ops": {"scores": {"config": {"metrics": d["scored"], "params": list(params or [])}}}})
+                     for d in done if d["scored"]]
+            run_all(instance, context, specs, True, "scores")
+            run_all(instance, context, [RunSpec("analysis_job", evaluation_partition(lake, fp), {"facetlake/source": "cli-submit"}, config)
+                                        for fp in touched], True, "verdicts")
+        return done
+    for fp in touched:
         materialize_analysis(fp, lake, instance)
     return done
 

@@ -199,7 +199,8 @@ def evaluation_scheduler(context: dg.SensorEvaluationContext, lake: LakeStore) -
 def stale_evaluations(lake: LakeStore, instance: dg.DagsterInstance, after: int | None) -> tuple[dict[str, int], int | None]:
     """Evaluation partition keys whose verdicts are older than their scores: scores
     materialisations after storage id ``after`` mapped to their evaluation (current pairs
-    only), minus those whose ``comparisons`` were materialised later. Returns (key ->
+    only), minus those whose ``comparisons`` were materialised later or whose analysis run
+    is already queued or running. Returns (key ->
     newest scores storage id, new cursor)."""
     newest: dict[str, int] = {}
     last = after
@@ -224,7 +225,13 @@ def stale_evaluations(lake: LakeStore, instance: dg.DagsterInstance, after: int 
         done = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("comparisons"), asset_partitions=[ekey]), limit=1
         ).records
-        if not done or done[0].storage_id < sid:
+        if done and done[0].storage_id >= sid:
+            continue
+        queued = instance.get_runs(
+            filters=dg.RunsFilter(job_name=analysis_job.name, tags={"dagster/partition": ekey},
+                                  statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
+                                            dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]), limit=1)
+        if not queued:  # an analysis run already on its way (e.g. `facetlake run --submit`) reads the new scores
             stale[ekey] = sid
     return stale, last
 
