@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import warnings
 from enum import Enum
@@ -97,16 +98,54 @@ def _print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | Non
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n")
         return
-    table = Table(title=Text(title) if title is not None else None, show_lines=False)
-    for column in frame.columns:
-        table.add_column(Text(column), overflow="fold")
-    for row in frame.iter_rows():
-        table.add_row(*[Text(f"{v:.4f}" if isinstance(v, float) else ("∅" if v is None else str(v))) for v in row])
-    console.print(table)
+    _print_table(frame, title)
+
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _cells(frame) -> tuple[list[str], list[list[str]]]:
+    """Header and cell texts: floats to 4 decimals, None as ∅, 64-hex fingerprints cut to 12."""
+    def text(v) -> str:
+        if isinstance(v, float):
+            return f"{v:.4f}"
+        if v is None:
+            return "∅"
+        v = str(v)
+        return v[:12] if HEX64.match(v) else v
+
+    return list(frame.columns), [[text(v) for v in row] for row in frame.iter_rows()]
+
+
+def _print_table(frame, title: str | None = None) -> None:
+    """A table that fits the terminal: compact borders; when even that is wider than the
+    terminal, one record per row (``column  value`` lines) instead of cells broken over
+    lines. Everything is shown literally (never read as rich markup)."""
+    from rich import box
+    from rich.text import Text
+
+    from rich.measure import Measurement
+
+    header, rows = _cells(frame)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in header:
+        table.add_column(Text(column), no_wrap=True)
+    for row in rows:
+        table.add_row(*[Text(v) for v in row])
+    if title:
+        console.print(Text(title, style="bold"), soft_wrap=True)
+    if Measurement.get(console, console.options.update(max_width=100_000), table).maximum <= console.width:
+        console.print(table)
+        return
+    key_width = max(len(h) for h in header)
+    for n, row in enumerate(rows, 1):
+        console.print(Text(f"── {n} " + "─" * max(0, min(console.width, 40) - len(str(n)) - 4), style="dim"))
+        for column, value in zip(header, row):
+            console.print(Text.assemble((column.ljust(key_width), "bold"), "  ", value), soft_wrap=True)
 
 
 def _run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False, submit: bool = False,
-               workers: int = 1) -> None:
+               workers: int = 1, show_correlations: bool = False) -> None:
     from pipelines.launch import LaunchError
     from resources.catalog import CatalogCollisionError
     from resources.evaluation import SpecError
@@ -130,7 +169,47 @@ def _run_specs(specs, lake, title: str, take_over: bool = False, replace: bool =
                       highlight=False)
         fingerprints.append(resolved.fingerprint)
     _print_frame(summary_table(lake, fingerprints), title=title)
-    console.print(f"lake: {Path(lake.uri('scores')).parent}   try: facetlake sql \"select metric, count(*) from scores group by 1\"")
+    for fp in fingerprints:
+        _print_verdicts(lake, fp, correlations=show_correlations)
+    console.print(f"lake: {lake.root}   try: facetlake sql \"select metric, count(*) from scores group by 1\"", highlight=False)
+
+
+def _print_verdicts(lake, fingerprint: str, correlations: bool = False) -> None:
+    """The evaluation's verdict lines: winners per metric, the regression alert, missing
+    outputs and (``correlations``) each metric's Spearman correlation with the human ratings."""
+    import polars as pl
+
+    from resources.catalog import evaluation_row
+
+    name = evaluation_row(lake, fingerprint)["name"]
+    comp = lake.read("comparisons", where={"fingerprint": fingerprint}) if lake.exists("comparisons") else pl.DataFrame()
+    if comp.height:
+        winners = comp.filter((pl.col("kind") == "model_metric") & pl.col("is_winner")).sort("metric")
+        if winners.height and comp.filter(pl.col("kind") == "model_metric")["model"].n_unique() > 1:
+            console.print(f"[bold]{name}[/] winners: " + ", ".join(f"{r['metric']} {r['model']}" for r in winners.iter_rows(named=True)),
+                          highlight=False)
+        bad = comp.filter((pl.col("kind") == "pairwise") & (pl.col("verdict") == "regressed"))
+        if bad.height:
+            console.print(f"[bold red]{name} regression alert[/]: " + "; ".join(
+                f"{r['model']} worse than {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g}, p_holm {r['p_holm']:.2g})"
+                for r in bad.head(5).iter_rows(named=True)) + (f"; and {bad.height - 5} more" if bad.height > 5 else ""),
+                highlight=False)
+    gens = lake.read("generations", where={"fingerprint": fingerprint}, columns=["model", "status"])
+    missing = gens.filter(pl.col("status") == "error").group_by("model").len().sort("model")
+    for r in missing.iter_rows(named=True):
+        total = gens.filter(pl.col("model") == r["model"]).height
+        console.print(f"[yellow]{name}: {r['model']} has no output for {r['len']} of {total} samples[/] (status error in "
+                      "generations; those samples are unscored)", highlight=False)
+    if correlations and lake.exists("correlations"):
+        corr = lake.read("correlations", where={"fingerprint": fingerprint}).filter(pl.col("kind") == "metric-human")
+        if corr.height:
+            parts = []
+            for r in corr.sort("spearman", descending=True, nulls_last=True).iter_rows(named=True):
+                human, metric = (r["metric_a"], r["metric_b"]) if r["metric_a"].startswith("human:") else (r["metric_b"], r["metric_a"])
+                if r["spearman"] is not None:
+                    parts.append(f"{metric}~{human.split(':', 1)[1]} {r['spearman']:+.2f}")
+            console.print(f"[bold]{name}[/] metric vs human ratings (Spearman): " + ", ".join(parts[:8]),
+                          highlight=False)
 
 
 @app.command()
@@ -149,7 +228,7 @@ def demo(lake: Optional[str] = LakeOption, limit: Optional[int] = typer.Option(N
         if limit:
             spec.dataset["limit"] = limit
         specs.append(spec)
-    _run_specs(specs, _lake(lake), "facetlake demo: mean per dataset x model x metric")
+    _run_specs(specs, _lake(lake), "facetlake demo: mean per dataset x model x metric", show_correlations=True)
 
 
 @app.command()

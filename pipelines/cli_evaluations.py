@@ -77,6 +77,11 @@ def evaluations(
     if frame.height == 0:
         console.print("no evaluations" + ("" if all_ else " (archived ones are hidden: --all shows them)"))
         return
+    if format is OutputFormat.table:  # what a reader needs at a glance; csv/json keep every column
+        keep = ["evaluation", "fingerprint", *(["status"] if all_ or history else []), "dataset", "models", "last_run",
+                *(["schedule", "next_run"] if any(frame["schedule"].to_list()) else []),
+                *(["history"] if frame["history"].sum() else [])]
+        frame = frame.select(keep)
     _print_frame(frame, format, title="evaluations")
 
 

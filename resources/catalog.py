@@ -313,7 +313,7 @@ def list_evaluations(lake: LakeStore, include_archived: bool = False, include_hi
     pairs = _read(lake, "pairs")
     models = (
         pairs.filter(pl.col("status").is_in(["current", "history", "archived"]))
-        .group_by("fingerprint").agg(pl.col("model").unique().sort().str.join(", ").alias("models"))
+        .group_by("fingerprint").agg(pl.col("model").unique().sort().str.join(",").alias("models"))
         if pairs.height else pl.DataFrame(schema={"fingerprint": pl.String, "models": pl.String})
     )
     return (
