@@ -180,8 +180,8 @@ def score(
     from pipelines.runner import get_instance, rescore
 
     store = _lake(lake)
-    if not store.exists("generations"):
-        _fail(f"no generations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
+    if not store.exists("generations") and not store.exists("episodes"):
+        _fail(f"no generations or agent episodes under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
         done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params)
@@ -289,6 +289,7 @@ from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the
 from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
 from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verify, profiles, anonymise: privacy issue)
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
+from pipelines import cli_agents as _cli_agents  # noqa: E402,F401  (demo-agents, episodes: issue 17)
 
 
 def _user_error(exc: BaseException) -> BaseException:

@@ -105,6 +105,14 @@ def materialize_model(
     return _materialize(selection, partition_key(model, fingerprint), lake, instance, run_config)
 
 
+def materialize_episodes(
+    model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
+) -> dg.ExecuteInProcessResult:
+    """Materialise ``episodes`` (read or run the agent's episodes) and ``scores`` for one agent partition (issue 17)."""
+    run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": []}}}}
+    return _materialize(["episodes", "scores"], partition_key(model, fingerprint), lake, instance, run_config)
+
+
 def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """Materialise ``summary`` for one fingerprint."""
     return _materialize(["summary"], fingerprint, lake, instance)
@@ -115,24 +123,31 @@ def materialize_analysis(
 ) -> dg.ExecuteInProcessResult:
     """Materialise ``comparisons`` (with its regression check) and ``correlations`` for one
     fingerprint (and ``summary`` first in the same run when ``with_summary``)."""
-    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations"], fingerprint, lake, instance)
+    from resources.episodes import has_episodes
+
+    agents = ["episode_summary"] if has_episodes(lake, evaluation_row(lake, fingerprint)["fingerprint"]) else []  # issue 17
+    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations", *agents], fingerprint, lake, instance)
 
 
 def run_evaluation(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
     """Register ``spec`` and materialise samples, every model's generations and scores, and the summary."""
     resolved = register(spec, lake, instance)
     materialize_samples(resolved.fingerprint, lake, instance)
+    agents = spec.dataset.get("kind") == "episodes"  # agent episodes instead of generations (issue 17)
     for model in sorted(spec.models):
-        materialize_model(model, resolved.fingerprint, lake, instance)
+        (materialize_episodes if agents else materialize_model)(model, resolved.fingerprint, lake, instance)
     materialize_analysis(resolved.fingerprint, lake, instance, with_summary=True)  # summary, comparisons, correlations
     return resolved
 
 
 def stored_partitions(lake: LakeStore, fingerprint: str | None = None) -> list[tuple[str, str]]:
     """(model, fingerprint) pairs with stored generations."""
-    if not lake.exists("generations"):
+    if not lake.exists("generations") and not lake.exists("episodes"):
         return []
-    frame = lake.read("generations", columns=["model", "fingerprint"]).unique().sort(["fingerprint", "model"])
+    frame = lake.read("generations", columns=["model", "fingerprint"])
+    if lake.exists("episodes"):  # agent partitions are scored from their episodes (issue 17)
+        frame = pl.concat([frame, lake.read("episodes", columns=["model", "fingerprint"])])
+    frame = frame.unique().sort(["fingerprint", "model"])
     if fingerprint:
         frame = frame.filter(pl.col("fingerprint").str.starts_with(fingerprint))
     return [(r["model"], r["fingerprint"]) for r in frame.iter_rows(named=True)]
