@@ -87,41 +87,44 @@ class EpisodeCall:
 
 
 def episode_calls(messages: Sequence[Mapping[str, Any]], failed_prefix: str = "Error") -> tuple[list[EpisodeCall], list[str]]:
-    """Every tool call of a trajectory in order, paired with its result by ``tool_call_id``
-    (or, without ids, by the next ``tool`` message with the same name), and the messages of
+    """Every tool call of a trajectory in order, paired with its result, and the messages of
     assistant turns whose ``tool_calls`` could not be decoded (parsed with
-    :func:`metric_ops.toolcalls.parse_tool_calls`)."""
-    results: dict[str, str] = {}
-    unnamed: list[tuple[int, str, str]] = []
-    for i, m in enumerate(messages):
-        if m.get("role") == "tool":
-            content = m.get("content")
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-            if m.get("tool_call_id"):
-                results[str(m["tool_call_id"])] = text
-            else:
-                unnamed.append((i, str(m.get("name") or ""), text))
+    :func:`metric_ops.toolcalls.parse_tool_calls`).
+
+    A ``tool`` message answers a call still waiting for its result: the one with its
+    ``tool_call_id``, else the first waiting call to the tool it names, else the first
+    waiting call. Ids are matched among waiting calls only, because some recorders reuse
+    them (τ-bench's historical trajectories repeat ids across turns)."""
     calls: list[EpisodeCall] = []
     errors: list[str] = []
+    results: dict[int, str] = {}
+    waiting: list[int] = []  # indexes into calls
+    ids: dict[int, str | None] = {}
     for i, m in enumerate(messages):
-        if m.get("role") != "assistant" or not m.get("tool_calls"):
-            continue
-        parsed = parse_tool_calls({"tool_calls": m["tool_calls"]})
-        if parsed.status != "calls":
-            errors.append(f"message {i}: {'; '.join(parsed.errors) or parsed.status}")
-            continue
-        raw = list(m["tool_calls"])
-        for j, call in enumerate(parsed.calls):
-            call_id = raw[j].get("id") if j < len(raw) and isinstance(raw[j], Mapping) else None
-            result = results.get(str(call_id)) if call_id else None
-            if result is None and not call_id:
-                hit = next((u for u in unnamed if u[0] > i and u[1] in ("", call.name)), None)
-                if hit is not None:
-                    unnamed.remove(hit)
-                    result = hit[2]
-            failed = result is not None and result.lstrip().startswith(failed_prefix)
-            calls.append(EpisodeCall(call, i, str(call_id) if call_id else None, result, failed))
-    return calls, errors
+        role = m.get("role")
+        if role == "assistant" and m.get("tool_calls"):
+            parsed = parse_tool_calls({"tool_calls": m["tool_calls"]})
+            if parsed.status != "calls":
+                errors.append(f"message {i}: {'; '.join(parsed.errors) or parsed.status}")
+                continue
+            raw = list(m["tool_calls"])
+            for j, call in enumerate(parsed.calls):
+                call_id = raw[j].get("id") if j < len(raw) and isinstance(raw[j], Mapping) else None
+                ids[len(calls)] = str(call_id) if call_id else None
+                waiting.append(len(calls))
+                calls.append(EpisodeCall(call, i, ids[len(calls)], None, False))
+        elif role == "tool" and waiting:
+            content = m.get("content")
+            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+            tid, name = m.get("tool_call_id"), m.get("name")
+            hit = next((w for w in waiting if tid and ids[w] == str(tid)), None)
+            if hit is None:
+                hit = next((w for w in waiting if name and calls[w].call.name == name), waiting[0])
+            waiting.remove(hit)
+            results[hit] = text
+    out = [EpisodeCall(c.call, c.message_index, c.call_id, results.get(n),
+                       results.get(n) is not None and results[n].lstrip().startswith(failed_prefix)) for n, c in enumerate(calls)]
+    return out, errors
 
 
 def said_to_user(messages: Sequence[Mapping[str, Any]]) -> list[str]:
