@@ -128,7 +128,7 @@ def episodes(context: dg.AssetExecutionContext, config: EpisodesConfig, lake: La
             raise dg.Failure(f"model {model!r} is {spec_string!r}: agent episodes are read from a file (precomputed:FILE, "
                              "τ-bench results or OpenAI-messages JSONL) or run live (hf:, vllm:, api:)")
         try:
-            records = [r for r in read_episodes(Path(target), str(spec.dataset.get("format", "auto"))) if r.messages is not None]
+            records = [r for r in read_episodes(Path(target), "auto") if r.messages is not None]  # each agent's file: its own format
         except DatasetError as exc:
             raise dg.Failure(str(exc)) from None
         rows = []
@@ -233,10 +233,15 @@ def summary_rows(
     stats_sig = f"passk|v:1|ci:bootstrap-percentile|level:{config.confidence}|n_resamples:{config.n_resamples}|seed:{config.seed}|pass:>=1-1e-6"
     rows: list[dict[str, Any]] = []
     bootstrap = dict(confidence=config.confidence, n_resamples=config.n_resamples, seed=config.seed)
+    # every model gets the same k range per oracle (1 .. the most trials any model has), so a
+    # model with fewer trials shows its tasks excluded and counted at the larger k
+    k_max = defaultdict(int)
+    for (_, oracle), table in tables.items():
+        k_max[oracle] = max(k_max[oracle], max((len(v) for v in table.values()), default=0))
     for (model, oracle), table in sorted(tables.items()):
         signature = f"{sigs.get((model, oracle), oracle)}||{stats_sig}"
         scored = [t for t, v in table.items() if v]
-        for res in pass_k_curve(table, **bootstrap):
+        for res in pass_k_curve(table, ks=range(1, k_max[oracle] + 1), **bootstrap):
             row = _base_row(fingerprint, dataset, "pass_k", model, oracle, run_id, now)
             row.update(k=res.k, n_tasks=res.n_tasks, n_excluded=res.n_excluded, n_trials=res.n_trials, n_pass=res.n_pass,
                        pass_at_k=res.pass_at_k, pass_at_k_low=res.pass_at_k_ci[0], pass_at_k_high=res.pass_at_k_ci[1],

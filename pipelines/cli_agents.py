@@ -52,6 +52,17 @@ def task_table(summary: pl.DataFrame, model: str, oracle: str = "episode_pass") 
     return pl.DataFrame(ordered)
 
 
+def print_paired(summary: pl.DataFrame) -> None:
+    """Print the task-paired agent comparisons (``episode_summary`` rows of kind paired), if any."""
+    paired = summary.filter(pl.col("kind") == "paired") if summary.height else summary
+    if paired.height:
+        _print_frame(pl.DataFrame([
+            {"candidate": r["model"], "baseline": r["baseline"], "oracle": r["oracle"], "k": r["k"], "tasks": r["n_tasks"],
+             "Δ pass^k": r["value"], "95% CI": "∅" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+             "p": r["p_value"]} for r in paired.sort(["model", "oracle", "k"]).iter_rows(named=True)
+        ]), title="agents compared on pass^k, task-paired (bootstrap over tasks, paired sign-flip test)")
+
+
 def print_agent_results(store, fingerprint: str, show_tasks: bool = True, oracle: str = "episode_pass") -> None:
     """Print pass^k / pass@k per model and oracle, the per-task table, task-paired
     comparisons, consistency, oracle disagreements and the most often wrong actions."""
@@ -68,13 +79,7 @@ def print_agent_results(store, fingerprint: str, show_tasks: bool = True, oracle
             table = task_table(summary, model, oracle)
             if table.height:
                 _print_frame(table, title=f"{model}: per task, trials in order (✓ pass, ✗ fail)")
-    paired = summary.filter(pl.col("kind") == "paired")
-    if paired.height:
-        _print_frame(pl.DataFrame([
-            {"candidate": r["model"], "baseline": r["baseline"], "oracle": r["oracle"], "k": r["k"], "tasks": r["n_tasks"],
-             "Δ pass^k": r["value"], "95% CI": "∅" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
-             "p": r["p_value"]} for r in paired.sort(["model", "oracle", "k"]).iter_rows(named=True)
-        ]), title="agents compared task-paired (bootstrap over tasks, paired sign-flip test)")
+    print_paired(summary)
     cons = summary.filter(pl.col("kind") == "consistency")
     if cons.height:
         _print_frame(pl.DataFrame([
@@ -150,4 +155,4 @@ def episodes_cmd(
     print_agent_results(store, fp, show_tasks=tasks, oracle=oracle)
 
 
-__all__ = ["demo_agents", "episodes_cmd", "pass_k_table", "print_agent_results", "task_table"]
+__all__ = ["demo_agents", "episodes_cmd", "pass_k_table", "print_agent_results", "print_paired", "task_table"]

@@ -85,6 +85,10 @@ def compare(
     pw = pairwise_table(rows)
     if pw.height:
         _print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title="pairwise: paired test, Holm-corrected")
+    if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
+        from pipelines.cli_agents import print_paired
+
+        print_paired(store.read("episode_summary", where={"fingerprint": fp}))
     bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
     if bad:
         console.print(f"[bold red]regressions:[/] " + "; ".join(f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad))
