@@ -69,7 +69,7 @@ class EpisodesConfig(dg.Config):
     max_turns: int = 0
 
 
-def _live_episodes(context, spec, samples, backend, model: str, fingerprint: str, dataset: str, config: EpisodesConfig) -> list[dict[str, Any]]:
+def _live_episodes(context, spec, samples, backend, backends, model: str, fingerprint: str, dataset: str, config: EpisodesConfig) -> list[dict[str, Any]]:
     from resources.episode_runner import DEFAULT_MAX_TURNS, USERS, EnvironmentLoadError, load_environment, run_episode
 
     trials = config.trials or int(spec.runtime.get("trials", 1))
@@ -84,12 +84,19 @@ def _live_episodes(context, spec, samples, backend, model: str, fingerprint: str
                 env_cls = load_environment(str(env_spec))
             except EnvironmentLoadError as exc:
                 raise dg.Failure(str(exc)) from None
-            user_cls = USERS.get(str(task.metadata.get("user") or "scripted"))
-            if user_cls is None:
-                raise dg.Failure(f"task {task.sample_id}: unknown user {task.metadata.get('user')!r}; known: {', '.join(USERS)}")
+            user_kind = str(task.metadata.get("user") or "scripted")
+            if user_kind not in USERS:
+                raise dg.Failure(f"task {task.sample_id}: unknown user {user_kind!r}; known: {', '.join(USERS)}")
+            user_backend = None
+            if user_kind == "model":
+                if not task.metadata.get("user_model"):
+                    raise dg.Failure(f"task {task.sample_id}: user: model needs user_model: SPEC in the dataset options (e.g. hf:/models/user-llm)")
+                user_backend = backends.backend_for(str(task.metadata["user_model"]), spec.runtime)
+                refuse_if_offline("user model", str(task.metadata["user_model"]), user_backend.locality)
             max_turns = config.max_turns or int(task.metadata.get("max_turns") or DEFAULT_MAX_TURNS)
             for trial in range(trials):
-                record, error = run_episode(backend, env_cls(), task, trial, spec.generation, max_turns, user_cls(task))
+                user = USERS["model"](task, user_backend, spec.generation) if user_backend is not None else USERS[user_kind](task)
+                record, error = run_episode(backend, env_cls(), task, trial, spec.generation, max_turns, user)
                 rows.append(episode_row(record, model=model, fingerprint=fingerprint, dataset=dataset, run_id=context.run_id,
                                         created_at=utcnow(), backend=backend.kind, status="error" if error else "ok", error=error))
                 bar.update(1)
@@ -142,7 +149,7 @@ def episodes(context: dg.AssetExecutionContext, config: EpisodesConfig, lake: La
     else:
         backend = backends.backend_for(spec_string, spec.runtime)
         refuse_if_offline("backend", spec_string, backend.locality)
-        rows = _live_episodes(context, spec, samples, backend, model, fingerprint, dataset, config)
+        rows = _live_episodes(context, spec, samples, backend, backends, model, fingerprint, dataset, config)
         identity = backend.identity()
     version = lake.replace("episodes", rows, {"model": model, "fingerprint": fingerprint})
     frame = pl.DataFrame(rows, schema_overrides={"reward": pl.Float64}) if rows else pl.DataFrame({"status": [], "task_id": [], "trial": []})

@@ -12,7 +12,8 @@ Pieces:
   outputs, each must appear in what the agent said (τ-bench's rule).
 - :class:`ScriptedUser`: the user's turns come from the task (``metadata.user_script``, a
   list of messages; default: the instruction alone); when the script is spent the user
-  stops (``###STOP###``, τ-bench's end marker).
+  stops (``###STOP###``, τ-bench's end marker). :class:`ModelUser`: a model plays the
+  user from the instruction (dataset options ``user: model`` and ``user_model: SPEC``).
 - :func:`run_episode`: the loop. The model sees a system prompt with the policy and the
   tool schemas and calls tools by writing ``<tool_call>{"name": ..., "arguments":
   {...}}</tool_call>`` (read with :func:`metric_ops.toolcalls.parse_tool_calls`, which
@@ -172,7 +173,41 @@ class ScriptedUser:
         return self.turns[self.position - 1]
 
 
-USERS: dict[str, type[ScriptedUser]] = {"scripted": ScriptedUser}
+USER_PROMPT = (
+    "You are a user talking to a customer-service agent. Your goal:\n{instruction}\n\n"
+    "Write only your next message to the agent, one or two sentences; reveal what the goal says only when asked. "
+    "When your goal is met, or cannot be met, write ###STOP###."
+)
+
+
+class ModelUser(ScriptedUser):
+    """A user simulated by a model (as τ-bench's LLM user): the instruction is its system
+    prompt, it sees the conversation with the roles swapped (the agent's words as user
+    turns), and it stops when its reply contains ``###STOP###``. ``backend`` is any model
+    backend (hf, vLLM, API) and ``settings`` its generation settings."""
+
+    def __init__(self, task: Sample, backend: ModelBackend, settings: Mapping[str, Any]) -> None:
+        super().__init__(task)
+        self.backend, self.settings, self.task = backend, dict(settings), task
+        self.history: list[dict[str, str]] = [{"role": "system", "content": USER_PROMPT.format(instruction=task.input)}]
+
+    def _say(self, agent_text: str) -> str:
+        self.history.append({"role": "user", "content": agent_text})
+        request = GenerationRequest(sample=self.task, prompt=agent_text, messages=list(self.history))
+        result = next(iter(self.backend.generate([request], self.settings)))
+        text = (result.output or "").strip() if result.status == "ok" else ""
+        text = text or STOP  # a user who cannot answer ends the conversation
+        self.history.append({"role": "assistant", "content": text})
+        return text
+
+    def first(self) -> str:
+        return self._say("Hi! How can I help you today?")
+
+    def reply(self, agent_text: str) -> str:
+        return self._say(agent_text)
+
+
+USERS: dict[str, type[ScriptedUser]] = {"scripted": ScriptedUser, "model": ModelUser}
 
 
 @dataclass

@@ -265,7 +265,8 @@ class EpisodesDataset(Dataset):
     names that change the environment's state, overriding the file's; τ-bench files get
     τ-bench's airline and retail write tools); for live runs ``environment`` (a
     ``module:Class`` tool environment, resources/episode_runner.py), ``max_turns`` (agent
-    turns before an episode is cut) and ``user`` (``scripted``, the default). Every option
+    turns before an episode is cut), ``user`` (``scripted``, the default, or ``model``) and
+    ``user_model`` (the model spec that plays the user when ``user: model``). Every option
     is copied into each sample's metadata, so it is part of the content hash.
     """
 
@@ -274,6 +275,7 @@ class EpisodesDataset(Dataset):
     environment: str | None = None
     max_turns: int | None = None
     user: str | None = None
+    user_model: str | None = None
 
     kind: ClassVar[str] = "episodes"
     version: ClassVar[str] = "1"
@@ -287,7 +289,7 @@ class EpisodesDataset(Dataset):
         metadata = {k: v for k, v in row.items() if k not in ("instruction",)}
         if self.write_tools is not None:
             metadata["write_tools"] = list(self.write_tools)
-        for key in ("environment", "max_turns", "user"):
+        for key in ("environment", "max_turns", "user", "user_model"):
             value = getattr(self, key)
             if value is not None:
                 metadata.setdefault(key, value)
@@ -302,7 +304,7 @@ class EpisodesDataset(Dataset):
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "format": self.format, "write_tools": self.write_tools,
-                "environment": self.environment, "max_turns": self.max_turns, "user": self.user}
+                "environment": self.environment, "max_turns": self.max_turns, "user": self.user, "user_model": self.user_model}
 
 
 # ============================================================================ table rows

@@ -109,3 +109,35 @@ def test_live_episodes_tiny_lm_through_the_hf_backend(tasks_file, tmp_path, inst
     value = {(r["sample_id"], r["metric"]): r["value"] for r in scores.filter(pl.col("status") == "scored").iter_rows(named=True)}
     assert value[("cancel-a1#0", "action_match")] == 0.0 and value[("status-b2#0", "action_match")] == 1.0
     assert value[("cancel-a1#0", "episode_pass")] == 0.0
+
+
+@pytest.mark.slow
+def test_live_episode_with_a_model_playing_the_user(tasks_file, tmp_path, instance):
+    """user: model: the tiny LM plays the user from the task's instruction; its first turn is
+    exactly what it generates for the user prompt, and the episode is cut at max_turns."""
+    from pipelines.runner import run_evaluation
+    from resources.backends import GenerationRequest, ModelBackends
+    from resources.episode_runner import USER_PROMPT
+    from resources.evaluation import EvaluationSpec
+    from resources.lake import LakeStore
+    from metric_ops.base import Sample
+    from support.tiny_lm import build_tiny_lm
+
+    path = build_tiny_lm()
+    generation = {"temperature": 0.0, "max_tokens": 8, "seed": 0}
+    spec = EvaluationSpec.from_mapping({
+        "name": "shop-model-user",
+        "dataset": {"kind": "episodes", "path": str(tasks_file), "environment": ENV, "max_turns": 2, "limit": 1,
+                    "user": "model", "user_model": f"hf:{path}"},
+        "models": {"tiny": f"hf:{path}"}, "metrics": ORACLES, "generation": generation,
+    })
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    fp = run_evaluation(spec, lake, instance).fingerprint
+    eps = lake.read("episodes", where={"fingerprint": fp})
+    assert eps.height == 1 and eps["status"][0] == "ok"
+    messages = json.loads(eps["messages"][0])
+    prompt = [{"role": "system", "content": USER_PROMPT.format(instruction="Cancel order A1.")},
+              {"role": "user", "content": "Hi! How can I help you today?"}]
+    expected = next(iter(ModelBackends().backend_for(f"hf:{path}").generate([GenerationRequest(Sample("x", "x"), "", prompt)], generation)))
+    assert messages[1]["role"] == "user" and messages[1]["content"] == (expected.output.strip() or "###STOP###")
+    assert sum(1 for m in messages if m["role"] == "assistant") <= 2  # max_turns
