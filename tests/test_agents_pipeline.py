@@ -133,6 +133,8 @@ def test_second_agent_compared_task_paired_with_fewer_trials(demo_lake, tmp_path
         "metrics": ["episode_reward", "action_oracle", "outputs_oracle", "policy_oracle"],
     })
     assert run_evaluation(spec, lake, instance).fingerprint == fp  # the tasks define the fingerprint, not the trajectories
+    counts = dict(lake.read("episodes", where={"fingerprint": fp}).group_by("model").len().iter_rows())
+    assert counts == {"gpt-4o": 200, "gpt-4o-2-trials": 100}  # A re-run, B added: each partition replaced alone
     summary = lake.read("episode_summary", where={"fingerprint": fp})
     two = summary.filter((pl.col("kind") == "pass_k") & (pl.col("model") == "gpt-4o-2-trials") & (pl.col("oracle") == "episode_pass")).sort("k")
     assert two.select("k", "n_tasks", "n_excluded").rows() == [(1, 50, 0), (2, 50, 0), (3, 0, 50), (4, 0, 50)]
@@ -191,3 +193,30 @@ def test_report_shows_the_pass_hat_k_curve_in_chromium(demo_lake, tmp_path):
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, dest / shot.name)
         page.close()
+
+
+@pytest.mark.slow
+def test_episodes_of_unknown_tasks_are_error_rows_and_never_scored(tmp_path, instance):
+    from pipelines.runner import run_evaluation
+    from resources.evaluation import EvaluationSpec
+    from resources.lake import LakeStore
+
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"task_id": "a", "task": {"instruction": "say hello", "actions": [], "outputs": ["hello"]}}) + "\n")
+    agent = tmp_path / "agent.jsonl"
+    agent.write_text("".join(json.dumps({"task_id": t, "messages": msgs, "reward": 1.0}) + "\n" for t in ("a", "a", "zzz")))
+    spec = EvaluationSpec.from_mapping({"name": "hello", "dataset": {"kind": "episodes", "path": str(tasks)},
+                                        "models": {"agent": f"precomputed:{agent}"}, "metrics": ["episode_reward", "outputs_oracle"]})
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    fp = run_evaluation(spec, lake, instance).fingerprint
+    eps = lake.read("episodes", where={"fingerprint": fp}).sort(["task_id", "trial"])
+    assert eps.select("task_id", "trial", "status").rows() == [("a", 0, "ok"), ("a", 1, "ok"), ("zzz", 0, "error")]
+    assert "not a task of evaluation 'hello'" in eps["error"][2]
+    scores = lake.read("scores", where={"fingerprint": fp})
+    assert sorted(set(scores["sample_id"].to_list())) == ["a#0", "a#1"]
+    assert scores.filter(pl.col("metric") == "outputs_match")["value"].to_list() == [1.0, 1.0]
+    import dagster as dg
+
+    check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey("episodes"), "check_episodes_known_tasks"))
+    assert check is not None and check.event.dagster_event.event_specific_data.passed is False
