@@ -145,7 +145,9 @@ def episodes(context: dg.AssetExecutionContext, config: EpisodesConfig, lake: La
                 r, model=model, fingerprint=fingerprint, dataset=dataset, run_id=context.run_id, created_at=utcnow(),
                 backend="precomputed", status="error" if unknown else "ok",
                 error=f"task {r.task_id!r} is not a task of evaluation {spec.name!r}" if unknown else None))
-        identity = {"backend": "precomputed", "file": target}
+        import hashlib
+
+        identity = {"backend": "precomputed", "file": target, "file_sha256": hashlib.sha256(Path(target).expanduser().read_bytes()).hexdigest()}
     else:
         backend = backends.backend_for(spec_string, spec.runtime)
         refuse_if_offline("backend", spec_string, backend.locality)

@@ -152,7 +152,8 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
         lake, context, asset="scores", table="scores", version=version, rows=len(rows), started_at=started,
         model=model, fingerprint=fingerprint, dataset=rows[0]["dataset"] if rows else None,
         provenance={"metrics": config.metrics or "all", "signatures": signatures,
-                    "read": {"generations": generations_version, "samples": lake.version("samples")}},
+                    "read": {"generations": generations_version, "samples": lake.version("samples"),
+                             **({"episodes": lake.version("episodes")} if lake.exists("episodes") else {})}},
     )
     return dg.MaterializeResult(
         metadata={"fingerprint": fingerprint, "model": model, "delta_version": version,

@@ -107,6 +107,9 @@ def _run_specs(specs, lake, title: str) -> None:
         console.print(f"  fingerprint {resolved.fingerprint}  ({len(resolved.samples)} samples)")
         fingerprints.append(resolved.fingerprint)
     _print_frame(summary_table(lake, fingerprints), title=title)
+    from pipelines.cli_agents import print_pass_k_brief  # agent evaluations: pass^k per k (issue 17)
+
+    print_pass_k_brief(lake, fingerprints)
     console.print(f"lake: {Path(lake.uri('scores')).parent}   try: facetlake sql \"select metric, count(*) from scores group by 1\"")
 
 

@@ -52,6 +52,21 @@ def task_table(summary: pl.DataFrame, model: str, oracle: str = "episode_pass") 
     return pl.DataFrame(ordered)
 
 
+def print_pass_k_brief(store, fingerprints) -> None:
+    """One line per agent evaluation and model: pass^k of the environment reward for every
+    k (what ``facetlake run`` shows after the summary; nothing for other evaluations)."""
+    if not store.exists("episode_summary"):
+        return
+    rows = store.read("episode_summary", where={"fingerprint": list(fingerprints)}) if fingerprints else None
+    if rows is None or rows.height == 0:
+        return
+    head = rows.filter((pl.col("kind") == "pass_k") & (pl.col("oracle") == "episode_pass")).sort(["model", "k"])
+    for model in sorted(set(head["model"].to_list())):
+        part = head.filter(pl.col("model") == model)
+        ks = " · ".join(f"pass^{r['k']} {'∅' if r['pass_hat_k'] is None else format(r['pass_hat_k'], '.3f')}" for r in part.iter_rows(named=True))
+        console.print(f"[bold]{model}[/] (environment reward, {part['n_tasks'][0]} tasks): {ks}", highlight=False)
+
+
 def print_paired(summary: pl.DataFrame) -> None:
     """Print the task-paired agent comparisons (``episode_summary`` rows of kind paired), if any."""
     paired = summary.filter(pl.col("kind") == "paired") if summary.height else summary
@@ -155,4 +170,4 @@ def episodes_cmd(
     print_agent_results(store, fp, show_tasks=tasks, oracle=oracle)
 
 
-__all__ = ["demo_agents", "episodes_cmd", "pass_k_table", "print_agent_results", "print_paired", "task_table"]
+__all__ = ["demo_agents", "episodes_cmd", "pass_k_table", "print_agent_results", "print_paired", "print_pass_k_brief", "task_table"]

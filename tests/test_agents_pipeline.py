@@ -65,6 +65,9 @@ def test_demo_puts_the_run_in_the_lake_with_every_oracle_scored(demo_lake):
     assert statuses == {"scored": 16, "unscored": 184}  # 4 tasks x 4 trials require outputs
     assert scores.filter(pl.col("status") == "error").height == 0
     assert "pass^k and pass@k over tasks" in output and "per task, trials in order" in output
+    lineage = runner.invoke(app, ["lineage", "--fingerprint", fp[:12], "--lake", lake.root])
+    assert lineage.exit_code == 0, lineage.output
+    assert "episode_summary v" in lineage.output and "episodes[gpt-4o]" in lineage.output and "file_sha256" in lineage.output
 
 
 @pytest.mark.slow
