@@ -44,7 +44,7 @@ EPISODES_COLUMNS = [
     ("trial", "trial number of this task (0-based)"),
     ("episode_id", "<task_id>#<trial>: the sample_id of this episode's score rows"),
     ("messages", "the full trajectory, OpenAI chat messages as JSON"),
-    ("tool_calls", "every tool call: name, arguments, id, message index, failed (JSON)"),
+    ("tool_calls", "every tool call: name, arguments, id, message index, result, failed (JSON)"),
     ("final_answer", "the last thing the agent told the user"),
     ("n_turns", "assistant messages"),
     ("n_tool_calls", "tool calls made"),
@@ -337,6 +337,7 @@ def _wrong_action_rows(scores: pl.DataFrame, episodes: pl.DataFrame, fingerprint
     group_name="evaluation",
     kinds={"delta"},
     pool="delta_episode_summary",
+    automation_condition=dg.AutomationCondition.eager(),  # follows its scores, as comparisons do
     metadata={"delta_table": "episode_summary"},
 )
 def episode_summary(context: dg.AssetExecutionContext, config: EpisodeSummaryConfig, lake: LakeStore) -> dg.MaterializeResult:

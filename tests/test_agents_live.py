@@ -66,7 +66,7 @@ def test_live_episodes_scripted_agent_over_http(tasks_file, tmp_path, instance):
     assert cancel[4]["tool_calls"][0]["function"] == {"name": "cancel_order", "arguments": json.dumps({"order_id": "A1"})}
     assert json.loads(cancel[5]["content"]) == {"order_id": "A1", "status": "cancelled"}
     assert json.loads(eps["tool_calls"][0]) == [{"name": "cancel_order", "arguments": {"order_id": "A1"}, "id": "call_0_1_0",
-                                                  "message_index": 4, "failed": False}]
+                                                  "message_index": 4, "result": cancel[5]["content"], "failed": False}]
     scores = lake.read("scores", where={"fingerprint": fp})
     value = {(r["sample_id"], r["metric"]): (r["status"], r["value"]) for r in scores.iter_rows(named=True)}
     for trial in (0, 1):
