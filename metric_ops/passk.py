@@ -94,6 +94,11 @@ class PassK:
     note: str | None = None
 
 
+def task_order(task_id: str) -> tuple[int, int, str]:
+    """Sort key of task ids: numeric ids in numeric order, then the others alphabetically."""
+    return (0, int(task_id), task_id) if task_id.isdigit() else (1, 0, task_id)
+
+
 def counts(trials: Mapping[str, Sequence[bool]]) -> dict[str, tuple[int, int]]:
     """``{task_id: (n trials, c passes)}`` of a trial table."""
     return {str(t): (len(v), int(sum(bool(x) for x in v))) for t, v in trials.items()}
@@ -121,8 +126,8 @@ def pass_k(
         raise ValueError(f"k must be >= 1, got {k}")
     table = counts(trials)
     eligible = {t: nc for t, nc in table.items() if nc[0] >= k}
-    excluded = tuple(sorted(t for t in table if t not in eligible))
-    per_task = {t: (n, c, pass_at_k(n, c, k), pass_hat_k(n, c, k)) for t, (n, c) in sorted(eligible.items())}
+    excluded = tuple(sorted((t for t in table if t not in eligible), key=task_order))
+    per_task = {t: (n, c, pass_at_k(n, c, k), pass_hat_k(n, c, k)) for t, (n, c) in sorted(eligible.items(), key=lambda kv: task_order(kv[0]))}
     n_trials = sum(n for n, _ in eligible.values())
     n_pass = sum(c for _, c in eligible.values())
     if not per_task:
@@ -212,7 +217,7 @@ def inconsistent_tasks(trials: Mapping[str, Sequence[bool]]) -> tuple[list[str],
     least two trials (the ones where disagreement is possible)."""
     table = counts(trials)
     repeated = {t: nc for t, nc in table.items() if nc[0] >= 2}
-    return sorted(t for t, (n, c) in repeated.items() if 0 < c < n), len(repeated)
+    return sorted((t for t, (n, c) in repeated.items() if 0 < c < n), key=task_order), len(repeated)
 
 
 def oracle_disagreement(outcomes: Mapping[str, Mapping[str, bool]], a: str, b: str) -> dict[str, Any]:
