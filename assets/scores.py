@@ -29,6 +29,7 @@ from resources.outbound import offline_mode
 from resources.privacy import anonymised_references, offline_refusal_rows
 from assets.outbound_scope import outbound_scope
 from resources.metric_inputs import MetricInputs
+from resources.episodes import episode_scoring_inputs
 
 SCORES_COLUMNS = [
     ("model", "model partition key"),
@@ -114,11 +115,15 @@ def score_partition(
     dataset = evaluation_row(lake, fingerprint)["dataset"]
     samples = load_samples(lake, fingerprint)
     samples = anonymised_references(lake, samples, model, fingerprint, spec.privacy)  # privacy.references
-    gens = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "output", "status"])
-    if gens.height == 0:
-        raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")
-    outputs_by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
-    outputs = [outputs_by_id.get(s.sample_id) for s in samples]
+    episodic = episode_scoring_inputs(lake, model, fingerprint, samples)  # agent episodes: one item per (task, trial), issue 17
+    if episodic is not None:
+        samples, outputs = episodic
+    else:
+        gens = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "output", "status"])
+        if gens.height == 0:
+            raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")
+        outputs_by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
+        outputs = [outputs_by_id.get(s.sample_id) for s in samples]
     metric_inputs = MetricInputs(lake, model, fingerprint, samples, outputs)
     selected = list(metrics) if metrics else list(spec.metrics)
     names = [REGISTRY.resolve(m) for m in selected]  # fail fast on unknown names, before any work
@@ -194,7 +199,7 @@ def score_metadata(stored: pl.DataFrame, rows: list[dict[str, Any]]) -> dict[str
 
 @dg.asset(
     partitions_def=pair_partitions,
-    deps=["generations", "annotations"],
+    deps=["generations", "annotations", "episodes"],
     group_name="evaluation",
     kinds={"delta"},
     pool="delta_scores",
@@ -221,7 +226,8 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
         model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
         provenance={"metrics": config.metrics or "all", "signatures": sorted({r["signature"] for r in rows}),
                     "computed": report["computed"], "reused": report["reused"], "inputs_sha256": report["inputs_sha256"],
-                    "read": {"generations": generations_version, "samples": lake.version("samples")}},
+                    "read": {"generations": generations_version, "samples": lake.version("samples"),
+                             **({"episodes": lake.version("episodes")} if lake.exists("episodes") else {})}},
     )
     return dg.MaterializeResult(
         metadata={"fingerprint": fingerprint, "model": model, "delta_version": version,

@@ -25,6 +25,7 @@ from metric_ops import retrieval as _retrieval  # noqa: F401
 from metric_ops import rag_checks as _rag_checks  # noqa: F401
 from metric_ops import judged as _judged  # noqa: F401  (LLM-as-a-judge: G-Eval, jury, RAG Triad, issue 4)
 from metric_ops import confidence as _confidence  # noqa: F401  (token log-probability confidence, issue 7)
+from metric_ops import agents as _agents  # noqa: F401  (agent-episode oracles, issue 17)
 
 __all__ = [
     "DIMENSIONS",

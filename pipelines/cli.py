@@ -171,6 +171,9 @@ def _run_specs(specs, lake, title: str, take_over: bool = False, replace: bool =
     _print_frame(summary_table(lake, fingerprints), title=title)
     for fp in fingerprints:
         _print_verdicts(lake, fp, correlations=show_correlations)
+    from pipelines.cli_agents import print_pass_k_brief  # agent evaluations: pass^k per k (issue 17)
+
+    print_pass_k_brief(lake, fingerprints)
     console.print(f"lake: {lake.root}   try: facetlake sql \"select metric, count(*) from scores group by 1\"", highlight=False)
 
 
@@ -309,8 +312,8 @@ def score(
     from pipelines.runner import get_instance, rescore
 
     store = _lake(lake)
-    if not store.exists("generations"):
-        _fail(f"no generations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
+    if not store.exists("generations") and not store.exists("episodes"):
+        _fail(f"no generations or agent episodes under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
         done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params, submit=submit)
@@ -465,6 +468,7 @@ from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, sta
 from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verify, profiles, anonymise: privacy issue)
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
 from pipelines import cli_evaluations as _cli_evaluations  # noqa: E402,F401  (evaluations: list, archive, restore)
+from pipelines import cli_agents as _cli_agents  # noqa: E402,F401  (demo-agents, episodes: issue 17)
 
 
 def _user_error(exc: BaseException) -> BaseException:

@@ -101,6 +101,10 @@ def compare(
         pw = pairwise_table(rows)
         if pw.height:
             _print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected")
+        if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
+            from pipelines.cli_agents import print_paired
+
+            print_paired(store.read("episode_summary", where={"fingerprint": fp}))
         bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
         if bad:
             alerts.append(label)

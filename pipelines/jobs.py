@@ -33,3 +33,18 @@ analysis_job = dg.define_asset_job(
     description="An evaluation's verdicts: summary, comparisons (with its regression alert) and correlations. "
                 "The analysis_sensor runs it after any change of the evaluation's scores.",
 )
+
+agent_job = dg.define_asset_job(
+    "agent_job",
+    selection=dg.AssetSelection.assets("episodes", "scores"),
+    partitions_def=pair_partitions,
+    description="Read (or run) an agent's episodes and score every oracle, for one registered (evaluation, agent) pair (issue 17).",
+)
+
+agent_analysis_job = dg.define_asset_job(
+    "agent_analysis_job",
+    selection=dg.AssetSelection.assets("episode_summary"),
+    partitions_def=evaluation_partitions,
+    description="pass@k / pass^k per agent and oracle, task-paired comparisons, consistency, for one agent evaluation. "
+                "The analysis_sensor runs it after the evaluation's scores change.",
+)

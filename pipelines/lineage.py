@@ -24,7 +24,7 @@ import polars as pl
 from resources.lake import LakeStore
 
 FORMATS = ("text", "mermaid", "dot")
-ANALYSIS_ASSETS = ("comparisons", "correlations", "summary")
+ANALYSIS_ASSETS = ("comparisons", "correlations", "summary", "episode_summary")
 
 
 class LineageError(LookupError):
@@ -125,8 +125,8 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
             g.link(dataset, node.id)
         return memo[node.id]
 
-    def generations_node(model: str, max_version: int | None) -> str | None:
-        row = _latest(runs, "generations", model, max_version)
+    def generations_node(model: str, max_version: int | None, asset: str = "generations") -> str | None:
+        row = _latest(runs, asset, model, max_version)
         if row is None:
             return None
         node = _run_node(row)
@@ -156,6 +156,8 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
             memo[node.id] = g.add(node)
             read = prov.get("read") or {}
             gen = generations_node(model, read.get("generations"))
+            if gen is None and read.get("episodes") is not None:  # an agent partition: scored from its episodes (issue 17)
+                gen = generations_node(model, read.get("episodes"), "episodes")
             if gen:
                 g.link(gen, node.id)
         return memo[node.id]
@@ -164,7 +166,7 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
         row = _latest(runs, "scores", model, max_version)
         return scores_run_node(row["run_id"], model) if row is not None else None
 
-    models = sorted(set(runs.filter(pl.col("asset").is_in(["generations", "scores"]))["model"].drop_nulls().to_list()))
+    models = sorted(set(runs.filter(pl.col("asset").is_in(["generations", "episodes", "scores"]))["model"].drop_nulls().to_list()))
     found_analysis = False
     for asset in ANALYSIS_ASSETS:
         row = _latest(runs, asset)

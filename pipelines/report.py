@@ -67,6 +67,7 @@ class ReportData:
     compare_differences: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, int | None] = field(default_factory=dict)
     baseline: str | None = None
+    agents: dict[str, Any] | None = None  # agent episodes (issue 17): pipelines/report_agents.py
 
 
 # ----------------------------------------------------------------------------- loading
@@ -123,6 +124,7 @@ def load_report_data(
     from assets.comparisons import comparison_rows, require_comparable
     from assets.correlations import correlation_table
     from resources.catalog import evaluation_row, evaluation_spec
+    from pipelines.report_agents import load_agent_data
 
     evaluation = evaluation_row(lake, fingerprint)
     fp = evaluation["fingerprint"]
@@ -163,6 +165,7 @@ def load_report_data(
         compare_differences={k: {kk: list(vv) for kk, vv in v.items()} for k, v in diffs.items()},
         versions={t: lake.version(t) for t in ("samples", "generations", "scores", "comparisons", "correlations", "token_logprobs", "runs")},
         baseline=getattr(spec, "baseline", None),
+        agents=load_agent_data(lake, fp),
     )
 
 
@@ -732,6 +735,8 @@ def build_html(d: ReportData, sample_limit: int = 30) -> str:
     """The complete report page for ``d`` (plotly.js inlined)."""
     import plotly.offline
 
+    from pipelines.report_agents import agent_sections
+
     figs = Figures()
     sections = [
         section_overview(d),
@@ -746,6 +751,7 @@ def build_html(d: ReportData, sample_limit: int = 30) -> str:
         section_bertscore(d, figs),
         section_timeline(d, figs),
         section_multirun(d, figs),
+        *agent_sections(d, figs),  # agent episodes, present only when the evaluation has them (issue 17)
         section_samples(d, sample_limit),
     ]
     nav = "".join(f"<a href='#{s.id}'>{esc(s.title.split(':')[0])}</a>" for s in sections)

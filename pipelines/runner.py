@@ -133,6 +133,27 @@ def materialize_model(
     return _materialize(selection, model_partition(lake, model, fingerprint), lake, instance, run_config)
 
 
+def materialize_episodes(
+    model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
+) -> dg.ExecuteInProcessResult:
+    """Materialise ``episodes`` (read or run the agent's episodes) and ``scores`` for one agent partition (issue 17)."""
+    run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": []}}}}
+    return _materialize(["episodes", "scores"], model_partition(lake, model, fingerprint), lake, instance, run_config)
+
+
+def pair_selection(spec: EvaluationSpec) -> list[str]:
+    """The assets a pair run materialises: an agent evaluation (dataset kind ``episodes``)
+    reads or runs episodes instead of generations (issue 17)."""
+    if spec.dataset.get("kind") == "episodes":
+        return ["episodes", "scores"]
+    return ["generations", "annotations", "scores"]
+
+
+def pair_job(spec: EvaluationSpec) -> str:
+    """The job of a pair run (``agent_job`` for agent evaluations, else ``evaluation_job``)."""
+    return "agent_job" if spec.dataset.get("kind") == "episodes" else "evaluation_job"
+
+
 def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """Materialise ``summary`` for one evaluation (name, fingerprint or key)."""
     return _materialize(["summary"], evaluation_partition(lake, fingerprint), lake, instance)
@@ -142,8 +163,12 @@ def materialize_analysis(
     fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = True
 ) -> dg.ExecuteInProcessResult:
     """Materialise an evaluation's verdicts: ``summary`` (unless ``with_summary=False``),
-    ``comparisons`` (with its regression check) and ``correlations``."""
-    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations"],
+    ``comparisons`` (with its regression check), ``correlations``, and for an agent
+    evaluation ``episode_summary`` (pass@k / pass^k, issue 17)."""
+    from resources.episodes import has_episodes
+
+    agents = ["episode_summary"] if has_episodes(lake, evaluation_row(lake, fingerprint)["fingerprint"]) else []
+    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations", *agents],
                         evaluation_partition(lake, fingerprint), lake, instance)
 
 
@@ -154,10 +179,11 @@ def run_evaluation(
     evaluation's current models, including those the inbox added), and its verdicts."""
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
     materialize_samples(resolved.fingerprint, lake, instance)
+    selection = pair_selection(spec)
     for pair in pairs_of(lake, resolved.fingerprint):
-        _materialize(["generations", "annotations", "scores"], pair["partition_key"], lake, instance)
+        _materialize(selection, pair["partition_key"], lake, instance)
     if not verdicts_current(lake, resolved.fingerprint):
-        materialize_analysis(resolved.fingerprint, lake, instance)  # summary, comparisons, correlations
+        materialize_analysis(resolved.fingerprint, lake, instance)  # summary, comparisons, correlations (episode_summary)
     return resolved
 
 
@@ -178,7 +204,7 @@ def launch_evaluation(
     with workspace(instance) as context:
         ekey = evaluation_partition(lake, resolved.fingerprint)
         run_all(instance, context, [RunSpec("samples_job", ekey, tags, config)], submit, "samples", timeout_s=timeout_s)
-        pairs = [RunSpec("evaluation_job", p["partition_key"], tags, config) for p in pairs_of(lake, resolved.fingerprint)]
+        pairs = [RunSpec(pair_job(spec), p["partition_key"], tags, config) for p in pairs_of(lake, resolved.fingerprint)]
         run_all(instance, context, pairs, submit, "models", workers=workers, timeout_s=timeout_s)
         if not verdicts_current(lake, resolved.fingerprint):
             run_all(instance, context, [RunSpec("analysis_job", ekey, tags, config)], submit, "verdicts", timeout_s=timeout_s)
@@ -211,13 +237,14 @@ def verdicts_current(lake: LakeStore, fingerprint: str) -> bool:
 
 def stored_partitions(lake: LakeStore, fingerprint: str | None = None) -> list[tuple[str, str]]:
     """(model, fingerprint) of the current pairs (of the evaluation ``fingerprint`` names, a
-    name, fingerprint or prefix; else of every active evaluation) with stored generations."""
-    if not lake.exists("generations") or not lake.exists("pairs"):
+    name, fingerprint or prefix; else of every active evaluation) with stored generations
+    or agent episodes."""
+    if not (lake.exists("generations") or lake.exists("episodes")) or not lake.exists("pairs"):
         return []
     pairs = lake.read("pairs").filter(pl.col("status") == "current")
     if fingerprint:
         pairs = pairs.filter(pl.col("fingerprint") == evaluation_row(lake, fingerprint)["fingerprint"])
-    stored = lake.read("generations", columns=["model", "fingerprint"]).unique()
+    stored = pl.concat([lake.read(t, columns=["model", "fingerprint"]) for t in ("generations", "episodes") if lake.exists(t)]).unique()
     frame = pairs.join(stored, on=["model", "fingerprint"], how="semi").sort(["fingerprint", "model"])
     return [(r["model"], r["fingerprint"]) for r in frame.iter_rows(named=True)]
 

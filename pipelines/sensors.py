@@ -30,7 +30,7 @@ import polars as pl
 from pydantic import Field
 
 from assets.partitions import partition_requests
-from pipelines.jobs import analysis_job, evaluation_job, samples_job
+from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, samples_job
 from resources.catalog import CatalogError, evaluation_row, find_evaluation, pair_row, pairs_of, register_model
 from resources.evaluation import MODEL_SLUG, slugify_model
 from resources.lake import LakeStore
@@ -171,16 +171,20 @@ def scheduler_tick(lake: LakeStore, cursor: dict[str, Any], now: dt.datetime) ->
 
 
 def _pair_requests(lake: LakeStore, name: str, fingerprint: str, stamp: str, changed: str | None) -> list[dg.RunRequest]:
+    from pipelines.runner import pair_job
+    from resources.catalog import evaluation_spec
+
+    job = pair_job(evaluation_spec(lake, fingerprint))  # agent evaluations run their episodes
     return [
         dg.RunRequest(
-            run_key=f"sched:{name}:{stamp}:{pair['model']}", job_name=evaluation_job.name, partition_key=pair["partition_key"],
+            run_key=f"sched:{name}:{stamp}:{pair['model']}", job_name=job, partition_key=pair["partition_key"],
             tags={"facetlake/evaluation": name, "facetlake/scheduled": stamp, **({"facetlake/fingerprint_changed": changed} if changed else {})},
         )
         for pair in pairs_of(lake, fingerprint)
     ]
 
 
-@dg.sensor(jobs=[evaluation_job, samples_job], minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(jobs=[evaluation_job, agent_job, samples_job], minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
 def evaluation_scheduler(context: dg.SensorEvaluationContext, lake: LakeStore) -> dg.SensorResult:
     """Runs every evaluation whose spec has a ``schedule`` on its own cron (UTC), with all its models."""
     cursor = json.loads(context.cursor) if context.cursor else {}
@@ -236,15 +240,19 @@ def stale_evaluations(lake: LakeStore, instance: dg.DagsterInstance, after: int 
     return stale, last
 
 
-@dg.sensor(job=analysis_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(jobs=[analysis_job, agent_analysis_job], minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def analysis_sensor(context: dg.SensorEvaluationContext, lake: LakeStore) -> dg.SensorResult | dg.SkipReason:
-    """After any change of an evaluation's scores, runs its summary, comparisons and correlations."""
+    """After any change of an evaluation's scores, runs its summary, comparisons and correlations (and pass^k for agents)."""
+    from resources.episodes import has_episodes
+
     after = int(context.cursor) if context.cursor else None
     stale, last = stale_evaluations(lake, context.instance, after)
-    requests = [
-        dg.RunRequest(run_key=f"analysis:{key}:{sid}", partition_key=key, tags={"facetlake/evaluation": key.split("@", 1)[0]})
-        for key, sid in sorted(stale.items())
-    ]
+    requests = []
+    for key, sid in sorted(stale.items()):
+        tags = {"facetlake/evaluation": key.split("@", 1)[0]}
+        requests.append(dg.RunRequest(run_key=f"analysis:{key}:{sid}", job_name=analysis_job.name, partition_key=key, tags=tags))
+        if has_episodes(lake, evaluation_row(lake, key)["fingerprint"]):
+            requests.append(dg.RunRequest(run_key=f"agents:{key}:{sid}", job_name=agent_analysis_job.name, partition_key=key, tags=tags))
     cursor = str(last) if last is not None else context.cursor
     if not requests:
         return dg.SensorResult(skip_reason="every evaluation's verdicts are up to date", cursor=cursor)

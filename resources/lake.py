@@ -295,6 +295,71 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("n_entities", pa.int64()),
         ]
     ),
+    # agent episodes (issue 17): one row per (task, trial) per model x fingerprint partition
+    "episodes": pa.schema(
+        [
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("task_id", pa.string()),
+            ("trial", pa.int64()),
+            ("episode_id", pa.string()),
+            ("messages", pa.string()),
+            ("tool_calls", pa.string()),
+            ("final_answer", pa.string()),
+            ("n_messages", pa.int64()),
+            ("n_turns", pa.int64()),
+            ("n_tool_calls", pa.int64()),
+            ("reward", pa.float64()),
+            ("reward_info", pa.string()),
+            ("status", pa.string()),
+            ("error", pa.string()),
+            ("tokens_in", pa.int64()),
+            ("tokens_out", pa.int64()),
+            ("cost", pa.float64()),
+            ("user_cost", pa.float64()),
+            ("latency_s", pa.float64()),
+            ("source", pa.string()),
+            ("backend", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    # corpus-level episode results (issue 17): pass@k / pass^k per model x oracle x k, per task,
+    # task-paired model comparisons, consistency; one partition per fingerprint, never per row
+    "episode_summary": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("kind", pa.string()),
+            ("model", pa.string()),
+            ("baseline", pa.string()),
+            ("oracle", pa.string()),
+            ("oracle_b", pa.string()),
+            ("k", pa.int64()),
+            ("task_id", pa.string()),
+            ("label", pa.string()),
+            ("n_tasks", pa.int64()),
+            ("n_excluded", pa.int64()),
+            ("n_trials", pa.int64()),
+            ("n_pass", pa.int64()),
+            ("pass_at_k", pa.float64()),
+            ("pass_at_k_low", pa.float64()),
+            ("pass_at_k_high", pa.float64()),
+            ("pass_hat_k", pa.float64()),
+            ("pass_hat_k_low", pa.float64()),
+            ("pass_hat_k_high", pa.float64()),
+            ("value", pa.float64()),
+            ("ci_low", pa.float64()),
+            ("ci_high", pa.float64()),
+            ("p_value", pa.float64()),
+            ("detail", pa.string()),
+            ("signature", pa.string()),
+            ("reads", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -321,6 +386,8 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
     "token_logprobs": ["fingerprint", "model"],
     "comparisons": ["fingerprint"],
     "correlations": ["fingerprint"],
+    "episodes": ["fingerprint", "model"],
+    "episode_summary": ["fingerprint"],
 }
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+ ]{1,200}$")

@@ -188,7 +188,7 @@ def test_definitions_list_every_asset_check_sensor_and_schedule():
     assert {s.name for s in defs.sensors} >= {"inbox_sensor", "evaluation_scheduler", "analysis_sensor"}
     assert {"evaluation_job", "samples_job", "analysis_job"} <= {j.name for j in defs.resolve_all_job_defs()}
     deps = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
-    assert deps["generations"] == {"samples", "evaluation_models"} and deps["scores"] == {"generations", "annotations"} and deps["annotations"] == {"generations"} and "scores" in deps["summary"]
+    assert deps["generations"] == {"samples", "evaluation_models"} and deps["scores"] == {"generations", "annotations", "episodes"} and deps["annotations"] == {"generations"} and "scores" in deps["summary"]
 
 
 def test_workspace_yaml_loads_the_code_location():
