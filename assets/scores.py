@@ -89,6 +89,11 @@ def score_partition(
     if not metrics and model_spec(lake, model, fingerprint).startswith("precomputed:column="):
         human = human_rating_rows(samples)
         rows.extend(human)
+    # lm-eval's own per-sample metric values, as lm_eval:<metric>[,<filter>] (issue 18)
+    if not metrics and model_spec(lake, model, fingerprint).startswith("lm_eval:"):
+        from resources.lm_eval_bridge import stored_score_rows
+
+        rows.extend(stored_score_rows(lake, model, fingerprint))
     now = utcnow()
     for row in rows:
         row.update(model=model, fingerprint=fingerprint, dataset=dataset, run_id=run_id, created_at=now)

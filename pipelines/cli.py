@@ -289,6 +289,7 @@ from pipelines import bfcl_demo as _bfcl_demo  # noqa: E402,F401  (registers the
 from pipelines import judge_cli as _judge_cli  # noqa: E402,F401  (pairwise, stability, meta-eval: issue 4)
 from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verify, profiles, anonymise: privacy issue)
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
+from pipelines import cli_lm_eval as _cli_lm_eval  # noqa: E402,F401  (lm-eval, import lm-eval: issue 18)
 
 
 def _user_error(exc: BaseException) -> BaseException:

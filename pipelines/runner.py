@@ -120,6 +120,10 @@ def materialize_analysis(
 
 def run_evaluation(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
     """Register ``spec`` and materialise samples, every model's generations and scores, and the summary."""
+    if spec.lm_eval and not spec.dataset.get("path"):  # lm-eval runs the task first (issue 18)
+        from pipelines.lm_eval_run import run_lm_eval_spec
+
+        return run_lm_eval_spec(spec, lake, instance)
     resolved = register(spec, lake, instance)
     materialize_samples(resolved.fingerprint, lake, instance)
     for model in sorted(spec.models):
