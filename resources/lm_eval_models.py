@@ -205,6 +205,20 @@ def outbound_ledger(lake: Any, run_id: str, model: str | None) -> Iterator[Any]:
         writer.flush()
 
 
+def _sent_texts(payload: Mapping[str, Any]) -> list[str]:
+    """What one lm-eval request sends, as the ledger hashes it: the chat messages (one JSON
+    text), or each prompt of a completions batch (a string, or a token-id list as JSON)."""
+    def dump(value: Any) -> str:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+    if "messages" in payload:
+        return [dump(payload["messages"])]
+    prompt = payload.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        return [dump(p) for p in prompt]
+    return [dump(prompt)]
+
+
 def _record_request(base_url: str, api_model: str | None, purpose: str, payload: Mapping[str, Any]) -> None:
     """Offline guard and ledger row for one lm-eval API request (called before it is sent)."""
     from resources.outbound import OfflineModeError, offline_mode, text_sha256
@@ -215,9 +229,7 @@ def _record_request(base_url: str, api_model: str | None, purpose: str, payload:
             f"offline mode is on (FACETLAKE_OFFLINE): refusing lm-eval's request to {host} for {purpose}; "
             "unset FACETLAKE_OFFLINE or use a local model"
         )
-    sent = payload.get("messages", payload.get("prompt"))
-    items = sent if isinstance(sent, list) and not (sent and isinstance(sent[0], int)) else [sent]
-    texts = [item if isinstance(item, str) else json.dumps(item, ensure_ascii=False, sort_keys=True) for item in items]
+    texts = _sent_texts(payload)
     with _ledger_lock:
         writer = _ledger_writer
     if writer is not None:
