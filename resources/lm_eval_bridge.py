@@ -96,14 +96,21 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# config keys left out of the hash: labels, and the metadata block (see config_hash)
+CONFIG_UNHASHED = frozenset({"metadata", "tag", "group", "task_alias", "group_alias"})
+
+
 def config_hash(config: Mapping[str, Any]) -> str:
-    """SHA-256 of a task config as lm-eval dumps it, without its ``metadata`` block.
+    """SHA-256 of a task config as lm-eval dumps it, without :data:`CONFIG_UNHASHED`.
 
     lm-eval merges the model arguments (``pretrained=...``) and the YAML's location
     (``config_source``) into ``metadata``, so hashing it would give each model and each
-    checkout its own config; the task version it holds is recorded separately.
+    checkout its own config; the task version it holds is recorded separately. ``tag``,
+    ``group``, ``task_alias`` and ``group_alias`` only label the task (which collections
+    list it, how tables show it), and lm-eval versions differ in whether they dump them
+    (0.4.11 dumps ``tag``, 0.4.13 does not).
     """
-    return sha256(canonical({k: v for k, v in config.items() if k != "metadata"}))
+    return sha256(canonical({k: v for k, v in config.items() if k not in CONFIG_UNHASHED}))
 
 
 def metric_name(metric: str, filter_name: str) -> str:

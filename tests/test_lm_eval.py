@@ -278,6 +278,33 @@ def test_import_folder_written_by_lm_eval_matches_its_files(lm_eval_cli_folder, 
     assert {"tiny", "tiny-cli"} <= set(comparisons["model"].drop_nulls())
 
 
+def test_import_folder_written_by_another_lm_eval_version(cli_lake, tmp_path):
+    """tests/data/lm_eval_0_4_11: the shipped tasks, 6 docs, 1-shot, written by lm-eval 0.4.11's
+    own command line (its README says how). Per-sample values and aggregates match its files,
+    the signatures name 0.4.11, and it joins the evaluations of facetlake's own 0.4.13 run
+    (same task configs, few-shot settings and docs: same fingerprints). The fixture's task
+    configs hold the source of resources/lm_eval_tasks/utils.py's loaders: change a loader
+    and regenerate the fixture."""
+    folder = ROOT / "tests" / "data" / "lm_eval_0_4_11"
+    source_lake, _ = cli_lake
+    root = tmp_path / "lake"
+    shutil.copytree(source_lake.root, root)
+    lake = LakeStore(root=str(root))
+    before = {r["dataset"]: r["fingerprint"] for r in lake.read("evaluations").iter_rows(named=True)}
+    _invoke(["import", "lm-eval", str(folder), "--model-name", "tiny-0411", "--lake", str(root)])
+    after = {r["dataset"]: r["fingerprint"] for r in lake.read("evaluations").iter_rows(named=True)}
+    assert after == before  # no new evaluation: the 0.4.11 output joined the existing two
+    results_file = next(folder.rglob("results_*.json"))
+    for task in (QA, MC):
+        fp = after[task]
+        samples_file = next(folder.rglob(f"samples_{task}_*.jsonl"))
+        assert _assert_scores_equal_samples_file(lake, fp, "tiny-0411", samples_file) > 0
+        assert _assert_aggregates_equal_results(lake, fp, "tiny-0411", task, results_file) >= 2
+        signatures = set(lake.read("scores", where={"fingerprint": fp, "model": "tiny-0411"})["signature"])
+        assert all("|lm_eval:0.4.11|" in sig for sig in signatures)
+        assert set(lake.read("generations", where={"fingerprint": fp})["model"]) == {"tiny", "tiny-0411"}
+
+
 # --------------------------------------------------------------------------- an lm_eval: section in a spec
 def test_spec_with_lm_eval_section_runs_every_model_under_one_fingerprint(tmp_path, tiny, instance):
     import yaml
