@@ -51,7 +51,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 from metric_ops.base import Sample
 from resources.adapters import Adapter
@@ -198,12 +199,12 @@ class TaskRun:
     results: Mapping[str, Any]
 
     # ---------------------------------------------------------------- task-level facts
-    @property
+    @cached_property
     def config(self) -> dict[str, Any]:
         """The task config as lm-eval dumped it."""
         return dict((self.results.get("configs") or {}).get(self.task) or {})
 
-    @property
+    @cached_property
     def config_sha256(self) -> str:
         """:func:`config_hash` of :attr:`config`."""
         return config_hash(self.config)
@@ -226,7 +227,7 @@ class TaskRun:
         """The lm-eval version that wrote the file (``unknown`` when it did not record it)."""
         return str(self.results.get("lm_eval_version") or "unknown")
 
-    @property
+    @cached_property
     def num_fewshot(self) -> int:
         """The n-shot lm-eval used for the task."""
         value = (self.results.get("n-shot") or {}).get(self.task, self.config.get("num_fewshot", 0))
@@ -335,6 +336,11 @@ class TaskRun:
         for row in self.records:
             seen.setdefault(str(row["doc_id"]), row)
         return list(seen.values())
+
+    @cached_property
+    def doc_index(self) -> dict[str, dict[str, Any]]:
+        """:attr:`docs` by doc id (as a string)."""
+        return {str(d["doc_id"]): d for d in self.docs}
 
     def metric_keys(self, record: Mapping[str, Any]) -> list[str]:
         """The per-sample metric names in ``record`` (its ``metrics`` list when lm-eval wrote one)."""
@@ -715,7 +721,7 @@ class LmEvalOutputBackend(ModelBackend):
                 yield GenerationResult(sid, None, "error", f"sample {sid} carries no lm_eval task; it is not from an lm-eval dataset")
                 continue
             run = self.run_for(task)
-            record = next((d for d in run.docs if str(d["doc_id"]) == sid), None)
+            record = run.doc_index.get(sid)
             if record is None:
                 yield GenerationResult(sid, None, "error", f"doc {sid} is not in {run.samples_file.name}")
                 continue

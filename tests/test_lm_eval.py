@@ -342,21 +342,27 @@ def server(tiny):
     srv.stop()
 
 
-def test_api_model_through_lm_eval_is_ledgered(server, tmp_path, monkeypatch, instance):
+@pytest.mark.parametrize("mode", ["completions", "chat"])
+def test_api_model_through_lm_eval_is_ledgered(mode, server, tmp_path, monkeypatch, instance):
+    """lm-eval's local-completions (prompts as text: no tokenizer) and local-chat-completions
+    clients against a real HTTP server; every request is in the outbound ledger."""
     monkeypatch.setenv("LM_EVAL_TEST_KEY", KEY)
     server.reset()
     root = tmp_path / "lake"
-    _invoke(["lm-eval", QA, "--model", f"api:tiny@{server.base_url}", "--api-mode", "chat", "--api-key-env", "LM_EVAL_TEST_KEY",
-             "--limit", "3", "--model-args", "max_gen_toks=8", "--bootstrap-iters", "0", "--lake", str(root)])
+    extra = ["--model-args", "tokenizer_backend=none"] if mode == "completions" else []
+    _invoke(["lm-eval", QA, "--model", f"api:tiny@{server.base_url}", "--api-mode", mode, "--api-key-env", "LM_EVAL_TEST_KEY",
+             "--limit", "3", *extra, "--bootstrap-iters", "0", "--lake", str(root)])
     lake = LakeStore(root=str(root))
     ledger = lake.read("outbound_ledger")
     assert server.calls == 3 and ledger.height == 3  # one ledger row per request that reached the server
     assert set(ledger["purpose"]) == {"lm_eval:generate_until"} and set(ledger["api_model"]) == {"tiny"}
     assert set(ledger["host"]) == {"127.0.0.1"} and not ledger["anonymised"].any()
-    sent = [json.dumps(body["messages"], ensure_ascii=False, sort_keys=True) for body in server.received]
     from resources.outbound import text_sha256
 
-    assert sorted(ledger["text_sha256"]) == sorted(text_sha256([s]) for s in sent)
+    sent = [json.dumps(body["messages"], ensure_ascii=False, sort_keys=True) if mode == "chat" else body["prompt"]
+            for body in server.received]
+    assert all(isinstance(text, str) and "Question:" in text for text in sent)
+    assert sorted(ledger["text_sha256"]) == sorted(text_sha256([text]) for text in sent)
     gens = lake.read("generations")
     assert gens.height == 3 and set(gens["status"]) == {"ok"}
     for path in Path(root).rglob("*"):  # the key is never written anywhere in the lake or lm-eval's output
