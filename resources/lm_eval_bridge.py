@@ -48,14 +48,14 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from metric_ops.base import Sample
-from resources.adapters import Adapter
 from resources.backends import BACKENDS, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
 
@@ -660,17 +660,29 @@ class LmEvalDataset(Dataset):
 
 
 # --------------------------------------------------------------------------- adapter kind
-class LmEvalAdapter(Adapter):
-    """lm-eval rendered the prompt (it is the sample's ``input``); nothing more to do.
+def register_adapter() -> type:
+    """Register (once) and return the ``lm_eval`` adapter kind.
 
-    Its mapping (:func:`adapter_block`) records the task, its config hash and the
-    few-shot settings, so they enter the fingerprint."""
+    The adapter is :class:`resources.adapters.Adapter` with nothing to do: lm-eval rendered
+    the prompt (it is the sample's ``input``). Its mapping (:func:`adapter_block`) records
+    the task, its config hash and the few-shot settings, so they enter the fingerprint.
+    Defined lazily because resources.backends imports this module while
+    resources.adapters (which imports resources.backends) may still be initialising; every
+    spec with an ``lm_eval`` section registers it when parsed (:func:`validate_section`).
+    """
+    from resources.adapters import ADAPTERS, Adapter
 
-    kind = "lm_eval"
-    allowed = ADAPTER_KEYS
+    if "lm_eval" not in ADAPTERS:
+        class LmEvalAdapter(Adapter):
+            """lm-eval rendered the prompt; the request is the sample's input."""
 
-    def request(self, sample: Sample) -> GenerationRequest:
-        return GenerationRequest(sample=sample, prompt=sample.input)
+            kind = "lm_eval"
+            allowed = ADAPTER_KEYS
+
+            def request(self, sample: Sample) -> GenerationRequest:
+                return GenerationRequest(sample=sample, prompt=sample.input)
+
+    return ADAPTERS["lm_eval"]
 
 
 # --------------------------------------------------------------------------- backend kind
@@ -758,8 +770,6 @@ def stored_score_rows(lake: Any, model: str, fingerprint: str) -> list[dict[str,
     """``scores`` rows of lm-eval's per-sample values for one partition, rebuilt from the
     ``lm_eval_responses`` rows the generations asset stored (no file is read): the scores
     asset calls this for ``lm_eval:`` models when it scores the whole partition."""
-    import polars as pl
-
     frame = lake.read("lm_eval_responses", where={"model": model, "fingerprint": fingerprint})
     if frame.height == 0:
         return []
@@ -831,6 +841,7 @@ def validate_section(value: Any, where: str = "lm_eval") -> dict[str, Any]:
     """
     if value in (None, {}):
         return {}
+    register_adapter()
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: expected a mapping such as {{task: facetlake_selfaware_qa, limit: 50}}")
     unknown = sorted(set(value) - SECTION_KEYS)
@@ -940,3 +951,8 @@ def summary_rows(lake: Any, fingerprint: str, section: Mapping[str, Any], datase
                                      **({"interval_note": interval.note} if interval is not None and interval.note else {})}),
             })
     return out
+
+
+_adapters_module = sys.modules.get("resources.adapters")
+if _adapters_module is None or hasattr(_adapters_module, "Adapter"):  # not while resources.adapters initialises
+    register_adapter()
