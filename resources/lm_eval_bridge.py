@@ -61,7 +61,6 @@ from resources.datasets import Dataset, DatasetError
 
 PREFIX = "lm_eval:"
 TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
-SHIPPED_TASKS = ("facetlake_selfaware_qa", "facetlake_bfcl_function_choice")
 DEFAULT_FILTER = "none"
 AGREEMENT_TOLERANCE = 1e-12
 # results[task] keys that are not metric values
