@@ -130,6 +130,10 @@ def generations(
     else:
         version = lake.replace("generations", rows_now, {"model": model, "fingerprint": fingerprint})
         n_rows = len(rows_now)
+    if backend.kind == "lm_eval":  # lm-eval's raw/filtered responses, filters, log-likelihoods (issue 18)
+        from resources.lm_eval_bridge import write_responses
+
+        write_responses(lake, backend, model, fingerprint, dataset, samples, context.run_id)
     stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["status"])
     n_err = int((stored["status"] == "error").sum()) if stored.height else 0
     identity = backend.identity()

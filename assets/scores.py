@@ -159,6 +159,14 @@ def score_partition(
             rows.extend(human)
             report["computed"].extend(human_signatures)
             emitted.extend(sorted({r["metric"] for r in human}))
+    # lm-eval's own per-sample metric values, as lm_eval:<metric>[,<filter>] (issue 18)
+    if not metrics and model_spec(lake, model, fingerprint).startswith("lm_eval:"):
+        from resources.lm_eval_bridge import stored_score_rows
+
+        lm_rows = stored_score_rows(lake, model, fingerprint)
+        rows.extend(lm_rows)
+        report["computed"].extend(sorted({r["signature"] for r in lm_rows}))
+        emitted.extend(sorted({r["metric"] for r in lm_rows}))
     now = utcnow()
     for row in rows:
         row.update(model=model, fingerprint=fingerprint, dataset=dataset, run_id=run_id, created_at=now)

@@ -469,6 +469,7 @@ from pipelines import cli_audit as _cli_audit  # noqa: E402,F401  (export, verif
 from pipelines import cli_report as _cli_report  # noqa: E402,F401  (report, compare, lineage: issue 8)
 from pipelines import cli_evaluations as _cli_evaluations  # noqa: E402,F401  (evaluations: list, archive, restore)
 from pipelines import cli_agents as _cli_agents  # noqa: E402,F401  (demo-agents, episodes: issue 17)
+from pipelines import cli_lm_eval as _cli_lm_eval  # noqa: E402,F401  (lm-eval, import lm-eval: issue 18)
 
 
 def _user_error(exc: BaseException) -> BaseException:

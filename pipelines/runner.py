@@ -177,6 +177,10 @@ def run_evaluation(
 ) -> ResolvedEvaluation:
     """Register ``spec`` and materialise samples, every model's generations and scores (the
     evaluation's current models, including those the inbox added), and its verdicts."""
+    if spec.lm_eval and not spec.dataset.get("path"):  # lm-eval runs the task first (issue 18)
+        from pipelines.lm_eval_run import run_lm_eval_spec
+
+        return run_lm_eval_spec(spec, lake, instance)
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
     materialize_samples(resolved.fingerprint, lake, instance)
     selection = pair_selection(spec)

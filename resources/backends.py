@@ -225,3 +225,5 @@ from resources import backend_api as _backend_api  # noqa: E402,F401
 from resources import backend_vllm as _backend_vllm  # noqa: E402,F401
 # heuristic reference systems for comparisons (issue 8): heuristic:lead-3, heuristic:copy-input
 from resources import heuristics as _heuristics  # noqa: E402,F401
+# lm-eval outputs (issue 18): lm_eval:<results file> (also the lm_eval dataset and adapter kinds)
+from resources import lm_eval_bridge as _lm_eval_bridge  # noqa: E402,F401

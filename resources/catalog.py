@@ -76,6 +76,8 @@ def dataset_source(dataset: Mapping[str, Any]) -> str:
     (``limit``, ``mapping``, ``encoding``, ``sha256``). Content changes keep the source;
     another file or kind is another source."""
     keep = {k: v for k, v in dataset.items() if k not in ("limit", "mapping", "encoding", "sha256")}
+    if keep.get("kind") == "lm_eval":  # an lm-eval task: each run or import writes another results file
+        keep = {"kind": "lm_eval", "task": keep.get("task")}
     if keep.get("path"):
         keep["path"] = str(Path(str(keep["path"])).expanduser().resolve())
     return canonical_json(keep)
@@ -83,7 +85,7 @@ def dataset_source(dataset: Mapping[str, Any]) -> str:
 
 def source_identity(spec: str) -> dict[str, Any]:
     """What identifies the outputs a model spec produces, computed cheaply at registration
-    (no model is loaded): ``precomputed:FILE`` -> the file's SHA-256; ``column=`` -> the
+    (no model is loaded): ``precomputed:FILE`` and ``lm_eval:RESULTS_FILE`` -> the file's SHA-256; ``column=`` -> the
     column (the dataset hash covers its content); ``hf:PATH`` -> the resolved folder,
     config.json's SHA-256 and the weight files' sizes (and the hub revision when the
     folder is a hub snapshot); ``api:MODEL@URL`` -> model and base URL; ``vllm:NAME`` ->
@@ -91,7 +93,7 @@ def source_identity(spec: str) -> dict[str, Any]:
     from resources.backends import parse_model_spec
 
     kind, target = parse_model_spec(spec)
-    if kind == "precomputed":
+    if kind in ("precomputed", "lm_eval"):  # lm_eval: an lm-eval results file (issue 18)
         if target.startswith("column="):
             return {"kind": kind, "column": target.split("=", 1)[1]}
         path = Path(target).expanduser()

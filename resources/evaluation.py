@@ -123,6 +123,9 @@ class EvaluationSpec:
     profile: str | None = None
     # cron string of the evaluation's own schedule (pipelines/sensors.py); not in the fingerprint
     schedule: str | None = None
+    # an lm-evaluation-harness task run by lm-eval itself (issue 18, resources/lm_eval_bridge.py);
+    # not in the fingerprint as such (the adapter block carries the task config lm-eval used)
+    lm_eval: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
@@ -130,12 +133,12 @@ class EvaluationSpec:
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
-                 "privacy", "profile", "schedule"}
+                 "privacy", "profile", "schedule", "lm_eval"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
         for key in ("name", "dataset", "models", "metrics"):
-            if key not in data and not (key == "metrics" and data.get("profile")):
+            if key not in data and not (key == "metrics" and data.get("profile")) and not (key in ("dataset", "metrics") and data.get("lm_eval")):
                 raise SpecError(f"{where}: missing key {key!r}")
         name = str(data["name"])
         if not EVALUATION_NAME.match(name):
@@ -160,7 +163,7 @@ class EvaluationSpec:
         generation = {**DEFAULT_GENERATION, **dict(data.get("generation") or {})}
         return cls(
             name=str(data["name"]),
-            dataset=dict(data["dataset"]),
+            dataset=dict(data.get("dataset") or {"kind": "lm_eval", "task": (data.get("lm_eval") or {}).get("task")}),
             models={str(k): str(v) for k, v in models.items()},
             metrics=[str(m) for m in metrics],
             adapter=adapter,
@@ -172,6 +175,7 @@ class EvaluationSpec:
             privacy=_checked_privacy(data.get("privacy"), where),
             profile=str(data["profile"]) if data.get("profile") else None,
             schedule=_checked_schedule(data.get("schedule"), where),
+            lm_eval=_checked_lm_eval(data.get("lm_eval"), where),
         )
 
     @classmethod
@@ -194,6 +198,11 @@ class EvaluationSpec:
                 candidate = (path.parent / file).resolve()
                 if not Path(file).is_absolute() and candidate.exists():
                     spec.models[slug] = f"precomputed:{candidate}"
+        include = spec.lm_eval.get("include_path")
+        if include:  # task YAML folders relative to the spec file, as dataset paths are
+            items = [include] if isinstance(include, str) else list(include)
+            spec.lm_eval["include_path"] = [str((path.parent / p).resolve()) if not Path(p).expanduser().is_absolute()
+                                            and (path.parent / p).exists() else str(p) for p in items]
         return spec
 
     def to_mapping(self) -> dict[str, Any]:
@@ -212,6 +221,7 @@ class EvaluationSpec:
             **({"profile": self.profile} if self.profile else {}),
             **({"baseline": self.baseline} if self.baseline is not None else {}),
             **({"schedule": self.schedule} if self.schedule else {}),
+            **({"lm_eval": self.lm_eval} if self.lm_eval else {}),
         }
 
     def make_dataset(self) -> Dataset:
@@ -245,6 +255,17 @@ def _checked_schedule(value: Any, where: str) -> str | None:
     if not isinstance(value, str) or not is_valid_cron_string(value):
         raise SpecError(f"{where}: schedule {value!r} is not a cron string; e.g. schedule: \"0 6 * * *\" (daily at 06:00 UTC)")
     return value
+
+def _checked_lm_eval(value: Any, where: str) -> dict[str, Any]:
+    """The ``lm_eval`` section, validated (resources/lm_eval_bridge.py); {} when absent."""
+    if not value:
+        return {}
+    from resources.lm_eval_bridge import validate_section
+
+    try:
+        return validate_section(value, f"{where}: lm_eval")
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def _checked_privacy(value: Any, where: str) -> dict[str, Any]:

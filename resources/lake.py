@@ -360,6 +360,65 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", _TS),
         ]
     ),
+    # lm-eval (issue 18): lm-eval's raw and filtered responses, one row per doc x filter
+    # (model x fingerprint partitions); lm-eval's aggregates beside facetlake's (per fingerprint)
+    "lm_eval_responses": pa.schema(
+        [
+            ("model", pa.string()),
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("sample_id", pa.string()),
+            ("task", pa.string()),
+            ("filter", pa.string()),
+            ("output_type", pa.string()),
+            ("arguments", pa.string()),
+            ("resps", pa.string()),
+            ("filtered_resps", pa.string()),
+            ("loglikelihoods", pa.list_(pa.float64())),
+            ("is_greedy", pa.list_(pa.bool_())),
+            ("target", pa.string()),
+            ("metrics", pa.string()),
+            ("doc_hash", pa.string()),
+            ("prompt_hash", pa.string()),
+            ("target_hash", pa.string()),
+            ("task_version", pa.string()),
+            ("lm_eval_version", pa.string()),
+            ("config_sha256", pa.string()),
+            ("n_shot", pa.int64()),
+            ("directions", pa.string()),
+            ("aggregations", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
+    "lm_eval_summary": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("model", pa.string()),
+            ("task", pa.string()),
+            ("metric", pa.string()),
+            ("lm_eval_metric", pa.string()),
+            ("filter", pa.string()),
+            ("aggregation", pa.string()),
+            ("direction", pa.string()),
+            ("lm_eval_value", pa.float64()),
+            ("lm_eval_stderr", pa.float64()),
+            ("facetlake_value", pa.float64()),
+            ("facetlake_stderr", pa.float64()),
+            ("ci_low", pa.float64()),
+            ("ci_high", pa.float64()),
+            ("ci_method", pa.string()),
+            ("n_scored", pa.int64()),
+            ("n_total", pa.int64()),
+            ("abs_diff", pa.float64()),
+            ("stderr_abs_diff", pa.float64()),
+            ("agrees", pa.bool_()),
+            ("detail", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -384,13 +443,14 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
     "scores": ["fingerprint", "model"],
     "annotations": ["fingerprint", "model"],
     "token_logprobs": ["fingerprint", "model"],
+    "lm_eval_responses": ["fingerprint", "model"],
     "comparisons": ["fingerprint"],
     "correlations": ["fingerprint"],
     "episodes": ["fingerprint", "model"],
     "episode_summary": ["fingerprint"],
 }
 
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+ ]{1,200}$")
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
 
 class LakeError(RuntimeError):
