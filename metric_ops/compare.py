@@ -187,6 +187,11 @@ def metric_statistics(
     for (model, metric), (row, _, _) in corpus.items():
         keys.setdefault((model, metric), {"model": model, "metric": metric, "n_total": 0, "direction": row["direction"],
                                           "dimension": row["dimension"]})
+    # one bootstrap flavour per score name, chosen from its largest sample, so every model's
+    # interval for a score is computed the same way
+    largest: dict[str, int] = {}
+    for (_, metric), values in values_by.items():
+        largest[metric] = max(largest.get(metric, 0), int(values.size))
     rows: list[dict[str, Any]] = []
     for (model, metric) in sorted(keys, key=lambda k: (k[1], k[0])):
         total = keys[(model, metric)]
@@ -201,7 +206,9 @@ def metric_statistics(
                          "detail": {"confidence": confidence, "note": LEGACY_CORPUS_NOTE.format(metric=metric)}})
             continue
         values = values_by.get((model, metric), np.empty(0))
-        interval = stats.mean_interval(values, confidence, n_resamples, seed, binary=metric in binary) if values.size else None
+        resampling = stats.bootstrap_resampling(largest.get(metric, 0), n_resamples)
+        interval = (stats.mean_interval(values, confidence, n_resamples, seed, binary=metric in binary, resampling=resampling)
+                    if values.size else None)
         detail: dict[str, Any] = {"confidence": confidence, "declared_binary": metric in binary}
         if interval and interval.note:
             detail["note"] = interval.note

@@ -265,7 +265,8 @@ def corpus_score_rows(
     a corpus scored in several batches by the runner's error isolation still gets the
     whole-corpus number), clamped to the declared range when off by float rounding
     only (``detail.raw_value`` keeps the computed one), an ``error`` when further off.
-    A corpus with no scored segment is ``unscored``. Row keys are those of
+    With no scored segment there is no corpus row: the segments' unscored / error rows
+    are the record (never a corpus value of 0). Row keys are those of
     :func:`metric_ops.runner.score_rows`.
     """
     from metric_ops.runner import detail_json
@@ -296,9 +297,7 @@ def corpus_score_rows(
                          "detail": detail_json({**score.detail, "level": "segment of a corpus-level metric"})})
         detail: dict[str, Any] = {"level": CORPUS_LEVEL, "n_segments": counts["scored"],
                                   "n_unscored_segments": counts["unscored"], "n_error_segments": counts["error"]}
-        if not ids:
-            rows.append({**base, "sample_id": None, "value": None, "status": "unscored",
-                         "detail": detail_json({**detail, "reason": "no segment could be scored (see the segments' rows)"})})
+        if not ids:  # nothing scored: the segments' own rows say why; no corpus value exists
             continue
         stats = CorpusStatistics(kind, dict(spec.get("params") or {}), tuple(spec["fields"]), ids, np.asarray(values))
         raw = stats.score()

@@ -10,9 +10,9 @@ What each function computes and where it comes from:
   1993, ch. 13). Same resampling stream and quantile rule as
   ``scipy.stats.bootstrap(method="percentile")`` at the same seed (indices drawn with
   ``Generator.integers(0, n, (B, n))``, linear-interpolated quantiles), in batches; for
-  the mean of more than :data:`BOOTSTRAP_EXACT_MAX_N` values, the wild bootstrap with
-  Rademacher weights (same mean and variance of the resampled means, one random bit
-  per value).
+  the mean when values x resamples exceed :data:`WILD_BOOTSTRAP_ABOVE`, the wild
+  bootstrap with Rademacher weights (same mean and variance of the resampled means,
+  one random bit per value).
 - :func:`wilson_interval`: Wilson score interval of a binomial proportion (Wilson,
   1927), in closed form (equal to ``scipy.stats.binomtest(...).proportion_ci(
   method="wilson")``); :func:`wilson_bounds` does arrays of counts at once.
@@ -66,9 +66,10 @@ DEFAULT_PERMUTATIONS = 9999
 RTOL = 1e-10
 # sign-flip tests with at most this many non-zero differences are enumerated exactly
 EXACT_MAX_PAIRS = 30
-# the mean's bootstrap interval resamples indices up to this many values, then uses the
-# wild (Rademacher) bootstrap, one random bit per value (see bootstrap_ci)
-BOOTSTRAP_EXACT_MAX_N = 20_000
+# past this many random draws (values x resamples) the mean's bootstrap interval uses the
+# wild (Rademacher) bootstrap, one random bit per value instead of one index (bootstrap_ci)
+WILD_BOOTSTRAP_ABOVE = 1 << 25
+BOOTSTRAP_RESAMPLING = ("auto", "resample", "wild")
 # resample batches are sized to hold about this many random draws at once
 _BATCH_DRAWS = 1 << 22
 
@@ -217,12 +218,19 @@ def bootstrap_distribution(
     return out
 
 
+def bootstrap_resampling(n: int, n_resamples: int) -> str:
+    """``wild`` when a resampling bootstrap of the mean would draw more than
+    :data:`WILD_BOOTSTRAP_ABOVE` random indices (``n * n_resamples``), else ``resample``."""
+    return "wild" if n * n_resamples > WILD_BOOTSTRAP_ABOVE else "resample"
+
+
 def bootstrap_ci(
     values: Sequence[float],
     statistic: Callable[..., Any] = np.mean,
     confidence: float = CONFIDENCE,
     n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    resampling: str = "auto",
 ) -> Interval:
     """Percentile bootstrap interval of ``statistic`` over ``values``.
 
@@ -233,15 +241,17 @@ def bootstrap_ci(
         n_resamples: bootstrap resamples (the percentiles' Monte-Carlo error shrinks
             as 1/sqrt(n_resamples)).
         seed: seed of the resampling generator (the interval is reproducible).
+        resampling: ``resample`` (Efron's bootstrap), ``wild`` (the mean only) or ``auto``
+            (:func:`bootstrap_resampling`: wild past :data:`WILD_BOOTSTRAP_ABOVE` draws).
+            A caller comparing several models picks one for all of them.
 
     Returns an :class:`Interval`: the ``(1 - confidence)/2`` and ``(1 + confidence)/2``
     quantiles (linear interpolation) of the bootstrap distribution; undefined (None
     bounds) for fewer than two values. A constant vector (up to float residue) gives
     ``[c, c]``.
 
-    Up to :data:`BOOTSTRAP_EXACT_MAX_N` values (or for a statistic other than the
-    mean) it is Efron's resampling bootstrap, ``method="bootstrap-percentile"``, equal
-    to ``scipy.stats.bootstrap(method="percentile")`` at the same seed. Past that, the
+    ``resample`` is Efron's resampling bootstrap, ``method="bootstrap-percentile"``, equal
+    to ``scipy.stats.bootstrap(method="percentile")`` at the same seed. ``wild``: the
     mean's interval comes from the wild bootstrap with Rademacher weights (Wu, 1986;
     Liu, 1988): ``mean + sum(s_i (x_i - mean)) / n`` with fair random signs ``s_i``,
     whose resampled means have exactly the resampling bootstrap's mean and variance
@@ -261,7 +271,13 @@ def bootstrap_ci(
     if is_constant(arr):
         c = float(statistic(arr))
         return Interval(c, c, method, confidence, note="constant values")
-    if statistic is np.mean and arr.size > BOOTSTRAP_EXACT_MAX_N:
+    if resampling not in BOOTSTRAP_RESAMPLING:
+        raise StatsError(f"resampling must be one of {', '.join(BOOTSTRAP_RESAMPLING)}, got {resampling!r}")
+    if resampling == "auto":
+        resampling = bootstrap_resampling(arr.size, n_resamples)
+    if resampling == "wild":
+        if statistic is not np.mean:
+            raise StatsError("the wild bootstrap here is for the mean only; use resampling='resample' for other statistics")
         method = "bootstrap-percentile (wild, Rademacher)"
         centre = float(arr.mean())
         centred = arr - centre
@@ -323,6 +339,7 @@ def mean_interval(
     seed: int = 0,
     *,
     binary: bool = False,
+    resampling: str = "auto",
 ) -> Interval:
     """Interval of the mean: Wilson when the score is declared 0/1 (``binary``, from
     ``Metric.binary``), percentile bootstrap otherwise.
@@ -330,6 +347,7 @@ def mean_interval(
     The method depends only on the declaration, so every model's interval for one score
     is computed the same way. A declared-0/1 score with other values has no interval
     (the note names the offending values): the data contradict the declaration.
+    ``resampling``: see :func:`bootstrap_ci`.
     """
     arr = _array(values)
     if binary:
@@ -338,7 +356,7 @@ def mean_interval(
             return Interval(None, None, "wilson", confidence,
                             note=f"score is declared 0/1 but {bad.size} value(s) are not (e.g. {bad[0]:g}); fix the metric")
         return wilson_interval(int(arr.sum()), int(arr.size), confidence)
-    return bootstrap_ci(arr, np.mean, confidence, n_resamples, seed)
+    return bootstrap_ci(arr, np.mean, confidence, n_resamples, seed, resampling)
 
 
 # --------------------------------------------------------------------------- sign-flip permutation
@@ -732,15 +750,17 @@ def approximate_randomization(base: Any, cand: Any, aggregate: Aggregate, n_tria
     observed = abs(score_a - score_b)
     diff = a - b  # swapping segment i moves diff_i from one pseudo-system to the other
     rng = np.random.default_rng(seed)
+    # one draw of every trial's swaps (sacrebleu's stream) up to 2**27 booleans, else batches
+    draw = n_trials if n_trials * n <= (1 << 27) else _batch_rows(n_trials, n)
     step = _batch_rows(n_trials, n)
     hits = 0
-    for start in range(0, n_trials, step):
-        rows = min(step, n_trials - start)
-        pos = rng.integers(2, size=(rows, n), dtype=bool)  # True: the pseudo-system takes the baseline's segment
-        moved = pos.astype(float) @ diff
-        shuf_a = total_b + moved  # pos @ base + ~pos @ cand
-        shuf_b = total_a - moved  # ~pos @ base + pos @ cand
-        hits += int(np.count_nonzero(np.abs(aggregate(shuf_a) - aggregate(shuf_b)) > observed))
+    for first in range(0, n_trials, draw):
+        swaps = rng.integers(2, size=(min(draw, n_trials - first), n), dtype=bool)  # True: the pseudo-system takes the baseline's segment
+        for start in range(0, swaps.shape[0], step):
+            moved = swaps[start : start + step].astype(float) @ diff
+            shuf_a = total_b + moved  # pos @ base + ~pos @ cand
+            shuf_b = total_a - moved  # ~pos @ base + pos @ cand
+            hits += int(np.count_nonzero(np.abs(aggregate(shuf_a) - aggregate(shuf_b)) > observed))
     p = (hits + 1) / (n_trials + 1)
     return TestResult("approximate-randomization", score_b - score_a, float(p), n, extra={"n_trials": n_trials})
 
@@ -756,6 +776,7 @@ __all__ = [
     "approximate_randomization",
     "bootstrap_ci",
     "bootstrap_distribution",
+    "bootstrap_resampling",
     "clean_differences",
     "cohens_dz",
     "cohens_g",

@@ -197,3 +197,12 @@ def test_metrics_restricts_the_work_to_the_named_scores(planted):
     for r in rows:  # the same numbers as the full computation
         other = full[(r["kind"], r["model"], r["metric"], r.get("sample_id"))]
         assert r.get("mean") == other.get("mean") and r.get("p_value") == other.get("p_value") and r.get("p_holm") == other.get("p_holm")
+
+
+def test_one_bootstrap_flavour_per_score_even_when_sample_sizes_straddle_the_threshold(monkeypatch):
+    monkeypatch.setattr(stats, "WILD_BOOTSTRAP_ABOVE", 50 * 999)  # 40 values x 999 resamples below, 60 above
+    rng = np.random.default_rng(2)
+    frame = pl.DataFrame(_rows("small", "token_f1", rng.uniform(size=40)) + _rows("large", "token_f1", rng.uniform(size=60)),
+                         schema_overrides={"value": pl.Float64})
+    rows = [r for r in compare.metric_statistics(frame, n_resamples=999) if r["kind"] == "model_metric"]
+    assert {r["ci_method"] for r in rows} == {"bootstrap-percentile (wild, Rademacher)"}

@@ -124,9 +124,9 @@ def test_corpus_rows_keep_unscored_segments_apart_and_store_one_value():
     detail = json.loads(corpus[0]["detail"])
     assert (detail["n_segments"], detail["n_unscored_segments"]) == (3, 2)
     assert detail["statistics"]["sample_ids"] == ["s0", "s1", "s3"]
-    # nothing scorable: the corpus row is unscored, never 0
+    # nothing scorable: no corpus value at all (never 0); the segments' rows say why
     none = score_rows(get_metric("corpus_bleu"), samples[:2], [None, None])
-    assert [r["status"] for r in none if r["sample_id"] is None] == ["unscored"]
+    assert [(r["sample_id"], r["status"], r["value"]) for r in none] == [("s0", "unscored", None), ("s1", "unscored", None)]
 
 
 def test_corpus_value_is_clamped_only_for_float_rounding():

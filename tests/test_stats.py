@@ -310,17 +310,20 @@ def test_permutation_is_reproducible_at_a_fixed_seed_and_monte_carlo_for_large_n
 def test_bootstrap_matches_scipy_exactly_below_the_wild_threshold():
     rng = np.random.default_rng(8)
     x = rng.exponential(1.0, 3000)
+    assert stats.bootstrap_resampling(x.size, 500) == "resample"
     ours = stats.bootstrap_ci(x, n_resamples=500, seed=4)
     ref = sps.bootstrap((x,), np.mean, method="percentile", n_resamples=500, rng=np.random.default_rng(4)).confidence_interval
     assert ours.method == "bootstrap-percentile"
     assert (ours.low, ours.high) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    with pytest.raises(stats.StatsError, match="mean only"):
+        stats.bootstrap_ci(x, np.median, resampling="wild")
 
 
 def test_wild_bootstrap_above_the_threshold_agrees_with_the_resampling_bootstrap():
-    # skewed data just past BOOTSTRAP_EXACT_MAX_N; both intervals' bounds carry Monte Carlo error
-    # ~0.06 sd/sqrt(n) at B = 4000: allow 0.25 sd/sqrt(n)
+    # skewed data past WILD_BOOTSTRAP_ABOVE draws; both intervals' bounds carry Monte Carlo
+    # error ~0.06 sd/sqrt(n) at B = 4000: allow 0.25 sd/sqrt(n)
     rng = np.random.default_rng(12)
-    n = stats.BOOTSTRAP_EXACT_MAX_N + 5000
+    n = stats.WILD_BOOTSTRAP_ABOVE // 4000 + 5000
     x = rng.exponential(0.3, n)
     wild = stats.bootstrap_ci(x, n_resamples=4000, seed=1)
     assert wild.method == "bootstrap-percentile (wild, Rademacher)"
