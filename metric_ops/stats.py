@@ -454,7 +454,7 @@ def paired_permutation_test(
         return TestResult("paired-permutation", 0.0, 1.0, n, exact=True, note="all differences are zero")
     m = int(nonzero.size)
     tol = 1e-9 * float(np.abs(nonzero).sum())
-    exact = m <= EXACT_MAX_PAIRS or 2**m <= n_resamples
+    exact = m <= EXACT_MAX_PAIRS or (m <= 40 and 2**m <= n_resamples)  # halves of at most 2^20 subset sums
     if exact:
         # null statistic = total - 2 * flipped; <= observed (= total) iff flipped >= 0
         n_ge, n_le, total = _flip_counts_exact(nonzero, tol / 2)

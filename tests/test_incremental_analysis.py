@@ -133,7 +133,11 @@ def test_a_corpus_metric_is_stored_once_per_model_and_flows_through_the_analysis
     lake, fp = two_models
     comp0 = lake.read("comparisons", where={"fingerprint": fp})
     count_tests.clear()
-    rescore(["corpus_chrf"], lake, instance)
+    done = rescore(["corpus_chrf"], lake, instance)
+    from pipelines.runner import scoring_outcome
+
+    outcome = scoring_outcome(lake, done)  # what `facetlake score` prints: the segments, not one row
+    assert outcome["scored"].to_list() == [40, 40] and outcome["error"].to_list() == [0, 0]
     scores = lake.read("scores", where={"fingerprint": fp}).filter(pl.col("metric") == "corpus_chrf")
     assert scores.height == 2 and scores["sample_id"].null_count() == 2  # one corpus row per model, no copies
     gens = lake.read("generations", where={"fingerprint": fp})
