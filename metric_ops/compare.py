@@ -403,6 +403,10 @@ def _corpus_pair(
                 "effect_size_name": None}
     if sb is None or sc is None:
         return {**untested, "detail": {**detail, "test_note": f"untested: {why_b or why_c}"}}
+    if (sb.kind, sb.params, sb.fields) != (sc.kind, sc.params, sc.fields):
+        return {**untested, "detail": {**detail, "test_note": (
+            f"untested: the two corpus scores were computed with different settings ({sb.kind} {sb.params} vs "
+            f"{sc.kind} {sc.params}); rescore both with the same parameters")}}
     common = sorted(set(sb.sample_ids) & set(sc.sample_ids))
     if len(common) < 2:
         return {**untested, "n_pairs": len(common),

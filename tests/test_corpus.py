@@ -241,3 +241,13 @@ def test_idf_bertscore_is_stored_once_per_score_as_the_corpus_mean():
         assert row["value"] == pytest.approx(expected, abs=1e-12)
         st = CorpusStatistics.from_detail(row["detail"])
         assert st.kind == "mean" and st.values[:, 1].tolist() == [1.0] * 6
+
+
+def test_corpus_scores_with_different_settings_are_not_compared():
+    refs, a, b = noisy_pair(41)
+    samples = [Sample(f"s{i:03d}", "x", (r,)) for i, r in enumerate(refs)]
+    rows = [{**r, "model": "base"} for r in score_rows(get_metric("corpus_bleu"), samples, a)]
+    rows += [{**r, "model": "cand"} for r in score_rows(get_metric("corpus_bleu", smooth_method="floor"), samples, b)]
+    out = compare.compare_models(pl.DataFrame(rows, schema_overrides={"sample_id": pl.String}), baseline="base")
+    (pw,) = [r for r in out if r["kind"] == "pairwise"]
+    assert pw["p_value"] is None and pw["verdict"] == "untested" and "different settings" in pw["detail"]["test_note"]
