@@ -3,6 +3,7 @@ their lineage, resource figures from ``generations`` and ``runs``, small text ch
 materialisation metadata. No assets are defined here."""
 
 
+import hashlib
 import json
 import math
 from typing import Any, Iterable, Mapping
@@ -13,6 +14,9 @@ from resources.lake import LakeStore
 
 # the Delta tables an analysis row may depend on
 READ_TABLES = ("evaluations", "samples", "generations", "scores", "runs")
+# bump when the analysis code changes what it computes for unchanged scores: every stored
+# analysis row is then recomputed once
+ANALYSIS_VERSION = "2"
 
 
 def pinned_versions(lake: LakeStore, tables: Iterable[str] = READ_TABLES) -> dict[str, int | None]:
@@ -47,6 +51,77 @@ def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: p
         "scores_run_ids": runs,
         "scores_runs_by_signature": {m: dict(sorted(v.items())) for m, v in sorted(by_signature.items())},
     }
+
+
+# ----------------------------------------------------------------------------- incremental analysis
+def metric_input_keys(scores: pl.DataFrame, context: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Per score name: a SHA-256 of everything its analysis rows depend on.
+
+    That is, per model, the scores runs (``run_id``) and signatures that wrote the
+    score's rows, their number and status counts and the rounded sum of their values,
+    plus ``context`` (the analysis settings, the baseline, the model set...) and
+    :data:`ANALYSIS_VERSION`. A rescore of one metric changes only that metric's keys:
+    the summary, comparisons and correlations assets recompute only the score names
+    whose key changed since their last run (the keys are kept in the ``runs`` table's
+    provenance) and leave every other row, ``run_id`` included, as it was.
+    """
+    if scores.height == 0:
+        return {}
+    cols = scores.columns
+    run_id = pl.col("run_id").fill_null("") if "run_id" in cols else pl.lit("")
+    signature = pl.col("signature").fill_null("") if "signature" in cols else pl.lit("")
+    per_model = (
+        scores.with_columns(run_id.alias("_run"), signature.alias("_sig"))
+        .group_by(["metric", "model"])
+        .agg(
+            pl.col("_run").unique().sort().str.join(",").alias("runs"),
+            pl.col("_sig").unique().sort().str.join(",").alias("signatures"),
+            pl.len().alias("n"),
+            (pl.col("status") == "scored").sum().alias("n_scored"),
+            (pl.col("status") == "error").sum().alias("n_error"),
+            pl.col("value").filter(pl.col("value").is_finite()).sum().round(9).alias("value_sum"),
+            pl.col("sample_id").is_null().sum().alias("n_corpus"),
+        )
+        .sort(["metric", "model"])
+    )
+    base = json.dumps({"analysis_version": ANALYSIS_VERSION, **dict(context or {})}, sort_keys=True, default=str)
+    keys: dict[str, str] = {}
+    for (metric,), part in per_model.partition_by("metric", as_dict=True, maintain_order=True).items():
+        payload = json.dumps(part.drop("metric").to_dicts(), sort_keys=True, default=str)
+        keys[metric] = hashlib.sha256((base + "|" + payload).encode()).hexdigest()
+    return keys
+
+
+def previous_metric_keys(lake: LakeStore, asset: str, fingerprint: str) -> dict[str, str]:
+    """The per-score keys (:func:`metric_input_keys`) recorded by ``asset``'s latest run
+    for ``fingerprint`` in the ``runs`` table; empty when there is none."""
+    if not lake.exists("runs"):
+        return {}
+    runs = lake.read("runs", where={"fingerprint": fingerprint, "asset": asset}, columns=["finished_at", "provenance"])
+    if runs.height == 0:
+        return {}
+    try:
+        prov = json.loads(runs.sort("finished_at")["provenance"][-1] or "{}")
+    except (TypeError, ValueError):
+        return {}
+    keys = prov.get("metric_keys")
+    return dict(keys) if isinstance(keys, dict) else {}
+
+
+def plan_recompute(
+    keys_now: Mapping[str, str], keys_before: Mapping[str, str], stored: Iterable[str], incremental: bool = True
+) -> tuple[set[str], set[str]]:
+    """(score names to recompute, score names whose stored rows to drop).
+
+    Recompute a score whose key is new or changed since the last run; drop the rows of
+    a score no longer in the scores. Everything is recomputed with ``incremental=False``,
+    and when the analysis table holds no row of this evaluation (first run, or its rows
+    were removed)."""
+    stored = set(stored)
+    if not incremental or not stored:
+        return set(keys_now), stored - set(keys_now)
+    changed = {m for m, k in keys_now.items() if keys_before.get(m) != k}
+    return changed, stored - set(keys_now)
 
 
 _COST_KEYS = ("cost_usd", "total_cost_usd")

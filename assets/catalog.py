@@ -5,8 +5,9 @@
   scheduler and inbox sensors): external assets whose materialisations are reported
   with the rows and Delta version written (:func:`report_catalog`). ``samples`` and
   ``generations`` depend on them: lineage shows which registration a run read.
-- ``token_logprobs`` is written by ``generations`` (live backends with log-probabilities),
-  which reports its materialisation for the same pair partition.
+- ``token_logprobs`` (live backends with log-probabilities) and ``lm_eval_responses``
+  (lm-eval models) are written by ``generations``, which reports their materialisations
+  for the same pair partition.
 
 The rest is internal state, listed with the reason in :data:`INTERNAL_TABLES` (the
 Definitions test checks that every Delta table is one or the other).
@@ -42,7 +43,20 @@ TOKEN_LOGPROBS_SPEC = dg.AssetSpec(
     metadata={"delta_table": "token_logprobs"},
 )
 
-SPECS = [*CATALOG_SPECS, TOKEN_LOGPROBS_SPEC]
+LM_EVAL_RESPONSES_SPEC = dg.AssetSpec(
+    "lm_eval_responses",
+    description="lm-eval's raw and filtered responses, filter, log-likelihoods per doc (written by generations for lm-eval models).",
+    deps=["generations"],
+    partitions_def=pair_partitions,
+    group_name="evaluation",
+    kinds={"delta"},
+    metadata={"delta_table": "lm_eval_responses"},
+)
+
+# tables the generations step writes beside its own, reported for the same pair partition
+PAIR_SIDE_TABLES = ("token_logprobs", "lm_eval_responses")
+
+SPECS = [*CATALOG_SPECS, TOKEN_LOGPROBS_SPEC, LM_EVAL_RESPONSES_SPEC]
 
 # Delta tables that are not assets, and why (docs/recurring.md repeats this)
 INTERNAL_TABLES = {

@@ -14,12 +14,22 @@ names the fingerprint inputs that differ.
 
 
 import json
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Collection
 
 import dagster as dg
 import polars as pl
 
-from assets.analysis_common import pinned_versions, read_pinned, reads_record, resource_figures, text_bars
+from assets.analysis_common import (
+    metric_input_keys,
+    pinned_versions,
+    plan_recompute,
+    previous_metric_keys,
+    read_pinned,
+    reads_record,
+    resource_figures,
+    text_bars,
+)
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import ALPHA, compare_models, detail_json
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
@@ -94,20 +104,34 @@ def value_ranges(metrics: list[str]) -> dict[str, tuple[float, float]]:
 
 
 class ComparisonsConfig(dg.Config):
-    """Run config of ``comparisons``: significance level, resamples and seed."""
+    """Run config of ``comparisons``: significance level, resamples and seed;
+    ``incremental`` recomputes only the score names whose scores changed since the last
+    run (False: every score name)."""
 
     alpha: float = ALPHA
     n_resamples: int = 2000
     n_permutations: int = 9999
     seed: int = 0
     max_samples: int = 10
+    incremental: bool = True
+
+
+def _statistics_settings(config: ComparisonsConfig) -> dict[str, Any]:
+    return {k: getattr(config, k) for k in ("alpha", "n_resamples", "n_permutations", "seed", "max_samples")}
 
 
 def comparison_rows(
-    lake: LakeStore, fingerprint: str, run_id: str, config: ComparisonsConfig | None = None
+    lake: LakeStore, fingerprint: str, run_id: str, config: ComparisonsConfig | None = None,
+    metrics: Collection[str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], str | None]:
-    """The ``comparisons`` rows of one fingerprint, the ``reads`` record and the baseline."""
+    """The ``comparisons`` rows of one fingerprint (of the score names in ``metrics``
+    only, when given), the ``reads`` record and the baseline."""
     config = config or ComparisonsConfig()
+    inputs = _comparison_inputs(lake, fingerprint)
+    return _rows_for(inputs, run_id, config, metrics), inputs["reads"], inputs["baseline"]
+
+
+def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
     row = evaluation_row(lake, fingerprint)
     fingerprint = row["fingerprint"]
     spec = evaluation_spec(lake, fingerprint)
@@ -118,15 +142,20 @@ def comparison_rows(
     models = sorted(set(scores["model"].to_list()))
     configured = getattr(spec, "baseline", None)
     baseline = configured if configured in models else None
-    resources = resource_figures(lake, fingerprint, models, versions)
-    rows = compare_models(
-        scores, baseline=baseline, resources=resources, alpha=config.alpha,
-        value_ranges=value_ranges(sorted(set(scores["metric"].to_list()))), max_samples=config.max_samples,
-        n_resamples=config.n_resamples, n_permutations=config.n_permutations, seed=config.seed,
-    )
     reads = reads_record(fingerprint, versions, scores)
     reads["baseline"] = configured
-    reads_json = json.dumps(reads, sort_keys=True)
+    return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,
+            "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads}
+
+
+def _rows_for(inputs: dict[str, Any], run_id: str, config: ComparisonsConfig, metrics: Collection[str] | None) -> list[dict[str, Any]]:
+    scores = inputs["scores"]
+    rows = compare_models(
+        scores, baseline=inputs["baseline"], resources=inputs["resources"], alpha=config.alpha,
+        value_ranges=value_ranges(sorted(set(scores["metric"].to_list()))), max_samples=config.max_samples,
+        n_resamples=config.n_resamples, n_permutations=config.n_permutations, seed=config.seed, metrics=metrics,
+    )
+    reads_json = json.dumps(inputs["reads"], sort_keys=True)
     now = utcnow()
     names = SCHEMAS["comparisons"].names
     out = []
@@ -134,11 +163,59 @@ def comparison_rows(
         full = {n: None for n in names}
         full.update({k: v for k, v in r.items() if k in names})
         full.update(
-            fingerprint=fingerprint, dataset=row["dataset"], detail=detail_json(r.get("detail") or {}), reads=reads_json,
-            run_id=run_id, created_at=now,
+            fingerprint=inputs["fingerprint"], dataset=inputs["row"]["dataset"], detail=detail_json(r.get("detail") or {}),
+            reads=reads_json, run_id=run_id, created_at=now,
         )
         out.append(full)
-    return out, reads, baseline
+    return out
+
+
+@dataclass
+class ComparisonUpdate:
+    """What one ``comparisons`` materialisation computes and writes.
+
+    ``rows``: every comparisons row of the fingerprint after the update (kept + new);
+    ``written``: the new rows; ``where``: the rows they replace (None: nothing to write);
+    ``recomputed`` / ``dropped`` / ``kept``: score names; ``metric_keys``: the per-score
+    input keys recorded in the run's provenance (:func:`assets.analysis_common.metric_input_keys`)."""
+
+    fingerprint: str
+    rows: list[dict[str, Any]]
+    written: list[dict[str, Any]]
+    where: dict[str, Any] | None
+    reads: dict[str, Any]
+    baseline: str | None
+    metric_keys: dict[str, str]
+    recomputed: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def comparison_update(lake: LakeStore, fingerprint: str, run_id: str, config: ComparisonsConfig | None = None) -> ComparisonUpdate:
+    """Recompute the comparisons rows of the score names whose scores (or the settings,
+    baseline, model set or resource figures) changed since the last ``comparisons`` run
+    of this fingerprint; every other row is kept as stored (same ``run_id``)."""
+    from metric_ops.compare import HUMAN_PREFIX
+
+    config = config or ComparisonsConfig()
+    inputs = _comparison_inputs(lake, fingerprint)
+    fp = inputs["fingerprint"]
+    scores = inputs["scores"].filter(~pl.col("metric").str.starts_with(HUMAN_PREFIX))
+    context = {"settings": _statistics_settings(config), "baseline": inputs["baseline"], "models": inputs["models"],
+               "resources": inputs["resources"]}
+    keys = metric_input_keys(scores, context)
+    stored = lake.read("comparisons", where={"fingerprint": fp}) if lake.exists("comparisons") else pl.DataFrame()
+    stored_metrics = set(stored["metric"].drop_nulls().to_list()) if stored.height else set()
+    changed, dropped = plan_recompute(keys, previous_metric_keys(lake, "comparisons", fp), stored_metrics, config.incremental)
+    written = _rows_for(inputs, run_id, config, changed) if changed else []
+    touched = changed | dropped
+    kept = [r for r in stored.iter_rows(named=True) if r["metric"] not in touched] if stored.height else []
+    return ComparisonUpdate(
+        fingerprint=fp, rows=kept + written, written=written,
+        where={"fingerprint": fp, "metric": sorted(touched)} if touched else None,
+        reads=inputs["reads"], baseline=inputs["baseline"], metric_keys=keys, recomputed=sorted(changed),
+        dropped=sorted(dropped), kept=sorted({r["metric"] for r in kept}),
+    )
 
 
 def headline(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -235,14 +312,18 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
     """N-model comparison per fingerprint: per-metric mean/median/95% CI and winner, pairwise paired tests (Holm), sample changes, trade-off."""
     started = utcnow()
     fingerprint = evaluation_fingerprint(context)
-    rows, reads, _ = comparison_rows(lake, fingerprint, context.run_id, config)
+    update = comparison_update(lake, fingerprint, context.run_id, config)
+    rows, reads = update.rows, update.reads
     baseline = reads["baseline"]
     fingerprint = reads["fingerprint"]
     dataset = rows[0]["dataset"] if rows else None
-    version = lake.replace("comparisons", rows, {"fingerprint": fingerprint})
+    # only the recomputed score names' rows are replaced; the others keep their run_id
+    version = lake.replace("comparisons", update.written, update.where) if update.where else lake.version("comparisons")
     record_run(
-        lake, context, asset="comparisons", table="comparisons", version=version, rows=len(rows), started_at=started,
-        fingerprint=fingerprint, dataset=dataset, provenance={"read": reads["table_versions"], "reads": reads, "baseline": baseline},
+        lake, context, asset="comparisons", table="comparisons", version=version, rows=len(update.written), started_at=started,
+        fingerprint=fingerprint, dataset=dataset,
+        provenance={"read": reads["table_versions"], "reads": reads, "baseline": baseline, "metric_keys": update.metric_keys,
+                    "recomputed": update.recomputed, "dropped": update.dropped, "kept": update.kept},
     )
     stats_rows = [r for r in rows if r["kind"] == "model_metric"]
     winners = [(f"{r['metric']}: {r['model']}", r["mean"]) for r in stats_rows if r["is_winner"]]
@@ -254,6 +335,8 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
             "dataset": dataset,
             "baseline": baseline or "none",
             "dagster/row_count": len(rows),
+            "rows_written": len(update.written),
+            "recomputed": ", ".join(update.recomputed) or "none (no score changed)",
             **{f"n_{k}": v for k, v in kinds.items()},
             "headline": dg.MetadataValue.md(markdown_table(headline(rows))),
             "pairwise": dg.MetadataValue.md(markdown_table(pairwise_table(rows))),

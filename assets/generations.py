@@ -11,6 +11,7 @@ import time
 import dagster as dg
 from tqdm.auto import tqdm
 
+from assets.catalog import PAIR_SIDE_TABLES
 from assets.common import load_samples, partition_parts, record_run
 from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.adapters import AdapterError, make_adapter
@@ -150,12 +151,12 @@ def generations(
                     "adapter": spec.adapter},
     )
     cost = perf["cost"]
-    if lake.exists("token_logprobs"):
-        n_tokens = lake.read("token_logprobs", where={"model": model, "fingerprint": fingerprint}, columns=["position"]).height
-        if n_tokens:  # written beside the outputs: reported for the same partition
+    for side in PAIR_SIDE_TABLES:  # written beside the outputs: reported for the same partition
+        n_side = lake.read(side, where={"model": model, "fingerprint": fingerprint}, columns=["sample_id"]).height if lake.exists(side) else 0
+        if n_side:
             context.log_event(dg.AssetMaterialization(
-                asset_key="token_logprobs", partition=context.partition_key,
-                metadata={"dagster/row_count": n_tokens, "delta_version": lake.version("token_logprobs")}))
+                asset_key=side, partition=context.partition_key,
+                metadata={"dagster/row_count": n_side, "delta_version": lake.version(side)}))
     return dg.MaterializeResult(
         metadata={
             "fingerprint": fingerprint,

@@ -17,6 +17,7 @@ from metric_ops.base import (
 from metric_ops.registry import REGISTRY, UnknownMetricError, get_metric, list_metrics
 from metric_ops import lexical as _lexical  # noqa: F401  (registers built-in metrics)
 from metric_ops import bleu as _bleu  # noqa: F401
+from metric_ops import corpus as _corpus  # noqa: F401  (corpus chrF / chrF++; corpus-level rows, issue 15)
 from metric_ops import rouge as _rouge  # noqa: F401
 from metric_ops import meteor as _meteor  # noqa: F401
 from metric_ops import bertscore as _bertscore  # noqa: F401

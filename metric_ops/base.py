@@ -128,7 +128,12 @@ class Metric:
     - ``value_range`` ((lo, hi) of a scored value),
     - ``libraries`` (distribution names whose versions enter the signature),
     - ``score_directions`` (optional ``{score_name: Direction}`` when one metric emits
-      several scores, e.g. ROUGE precision/recall/F; default ``{name: direction}``).
+      several scores, e.g. ROUGE precision/recall/F; default ``{name: direction}``),
+    - ``binary`` (True when every emitted score is 0 or 1 by definition, e.g. exact
+      match; default False) and, for a metric that emits several scores of which only
+      some are 0/1, ``binary_scores`` (their names). The analysis chooses Wilson
+      intervals, McNemar's test and Cohen's g from this declaration, never from the
+      values a run happened to produce (:meth:`emitted_binary`).
 
     and implement :meth:`score_batch`. Constructor keyword arguments are the metric's
     parameters; they are kept in ``self.params`` and enter the signature.
@@ -149,6 +154,8 @@ class Metric:
     score_directions: ClassVar[Mapping[str, Direction] | None] = None
     aliases: ClassVar[tuple[str, ...]] = ()
     abstract: ClassVar[bool] = False
+    binary: ClassVar[bool] = False
+    binary_scores: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -176,6 +183,9 @@ class Metric:
             for score_name, d in cls.score_directions.items():
                 if not isinstance(d, Direction):
                     raise MetricDefinitionError(f"{where}: score {score_name!r} declares no Direction")
+        stray = set(cls.binary_scores) - set(cls.emitted())
+        if stray:
+            raise MetricDefinitionError(f"{where} ({name!r}): binary_scores {sorted(stray)} are not among its emitted scores")
         if register:
             from metric_ops.registry import REGISTRY
 
@@ -189,6 +199,11 @@ class Metric:
     def emitted(cls) -> dict[str, Direction]:
         """Names of the scores this metric emits, each with its declared direction."""
         return dict(cls.score_directions) if cls.score_directions else {cls.name: cls.direction}
+
+    @classmethod
+    def emitted_binary(cls) -> frozenset[str]:
+        """Emitted score names declared 0/1 (``binary`` covers them all; else ``binary_scores``)."""
+        return frozenset(cls.emitted()) if cls.binary else frozenset(cls.binary_scores)
 
     def signature(self) -> str:
         """sacrebleu-style signature: name, version, parameters, library versions."""

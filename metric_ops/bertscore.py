@@ -141,7 +141,9 @@ class BERTScore(Metric):
         idf: weight tokens by idf over the references scored together. This makes the
             metric corpus-level (``corpus_level`` is True): pass the whole set of samples
             in one ``score_batch`` call. Refused (:class:`IdfUndefinedError`) with fewer
-            than 2 references in the call.
+            than 2 references in the call. The scores table then holds one row per score
+            (the mean over the corpus) with every segment's value kept for resampling
+            (:meth:`corpus_spec`), not a value per sample.
         baseline: ``(b_P, b_R, b_F)`` to rescale with, x -> (x - b) / (1 - b) (bert_score's
             ``rescale_with_baseline``); bert_score ships no baseline for MiniLM, so the
             values must be given (e.g. read from a bert_score baseline file's row for the
@@ -225,6 +227,12 @@ class BERTScore(Metric):
     def corpus_level(self) -> bool:  # type: ignore[override]
         """True when idf weighting makes the numbers depend on the whole scored set."""
         return self.idf
+
+    def corpus_spec(self, score_name: str) -> dict[str, Any]:
+        """With idf, each score is stored once per model and evaluation as the mean of the
+        segments' values (each computed with the corpus's idf weights), with every
+        segment's value kept for resampling (:func:`metric_ops.corpus.corpus_score_rows`)."""
+        return {"kind": "mean", "fields": ["sum", "count"], "params": {}}
 
     def signature(self) -> str:
         return f"{super().signature()}|max_len:{self.encoder.max_length}|rescaled:{'yes' if self.baseline else 'no'}"

@@ -93,13 +93,16 @@ class CorpusBLEU(Metric):
 
     Corpus-level (``corpus_level = True``): the number is defined over the whole set of
     samples passed in one ``score_batch`` call, so a caller must pass the whole set in
-    one call (a split batch gives a different, per-batch number). Every sample's row
-    carries the same corpus value (0-100) and, in ``detail``, the sample's own
-    sufficient statistics (hypothesis and reference lengths, n-gram matches and totals)
-    so the corpus value can be recomputed from stored rows with
-    :func:`corpus_bleu_from_stats`. Multiple references per sample are allowed (their
-    number may vary). An empty hypothesis contributes no n-grams (it lowers BLEU).
-    Parameters: ``tokenize``, ``lowercase``, ``smooth_method`` (sacrebleu).
+    one call (a split batch gives a different, per-batch number). ``score_batch`` gives
+    every sample the corpus value (0-100) with, in ``detail["stats"]``, the sample's own
+    sufficient statistics (hypothesis and reference lengths, n-gram matches and totals);
+    the scores table stores the corpus value once per model and evaluation, with every
+    segment's statistics (:func:`metric_ops.corpus.corpus_score_rows`, :meth:`corpus_spec`),
+    and the comparisons resample them (paired bootstrap, approximate randomisation).
+    :func:`corpus_bleu_from_stats` recomputes the value from statistics. Multiple
+    references per sample are allowed (their number may vary). An empty hypothesis
+    contributes no n-grams (it lowers BLEU). Parameters: ``tokenize``, ``lowercase``,
+    ``smooth_method`` (sacrebleu).
     """
 
     name = "corpus_bleu"
@@ -128,6 +131,15 @@ class CorpusBLEU(Metric):
             {self.name: Score(result.score, detail={"level": "corpus", "n_samples": len(samples), "stats": [float(x) for x in row]})}
             for row in stats
         ]
+
+    def corpus_spec(self, score_name: str) -> dict[str, Any]:
+        """Aggregate, parameters and statistics names of the stored corpus score
+        (:class:`metric_ops.corpus.CorpusStatistics`; aggregate :func:`metric_ops.corpus.bleu_from_totals`)."""
+        b = self._bleu
+        order = b.max_ngram_order
+        fields = ["hyp_len", "ref_len", *(f"match_{n}" for n in range(1, order + 1)), *(f"total_{n}" for n in range(1, order + 1))]
+        return {"kind": "bleu", "fields": fields, "params": {"max_ngram_order": order, "smooth_method": b.smooth_method,
+                                                              "smooth_value": b.smooth_value, "effective_order": b.effective_order}}
 
     def signature(self) -> str:
         sig = self._bleu._SIGNATURE_TYPE({**self._bleu.__dict__, "num_refs": -1})

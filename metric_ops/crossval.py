@@ -187,6 +187,17 @@ def _sacrebleu_corpus(cases: Sequence[Case]) -> list[list[float]]:
     return [[sacrebleu.corpus_bleu([c.prediction for c in cases], streams).score]]
 
 
+def _sacrebleu_corpus_chrf(word_order: int) -> Callable[[Sequence[Case]], list[list[float]]]:
+    def run(cases: Sequence[Case]) -> list[list[float]]:
+        from sacrebleu.metrics import CHRF
+
+        width = max(len(c.references) for c in cases)
+        streams = [[c.references[k] if k < len(c.references) else None for c in cases] for k in range(width)]
+        return [[CHRF(word_order=word_order).corpus_score([c.prediction for c in cases], streams).score]]
+
+    return run
+
+
 def _nltk_bleu(smoothing: int) -> Callable[[Sequence[Case]], list[list[float]]]:
     def run(cases: Sequence[Case]) -> list[list[float]]:
         from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
@@ -350,6 +361,10 @@ def variants() -> list[Variant]:
     v += [
         Variant("chrf", "chrf", {}, ("chrf",), _sacrebleu_sentence("chrf"), "sacrebleu", "sacrebleu.sentence_chrf"),
         Variant("chrf_pp (chrF++)", "chrf_pp", {}, ("chrf_pp",), _sacrebleu_sentence("chrf", word_order=2), "sacrebleu", "sacrebleu.sentence_chrf(word_order=2)"),
+        Variant("corpus_chrf (sacrebleu corpus)", "corpus_chrf", {}, ("corpus_chrf",), _sacrebleu_corpus_chrf(0), "sacrebleu",
+                "sacrebleu CHRF().corpus_score", corpus=True),
+        Variant("corpus_chrf_pp (sacrebleu corpus chrF++)", "corpus_chrf_pp", {}, ("corpus_chrf_pp",), _sacrebleu_corpus_chrf(2),
+                "sacrebleu", "sacrebleu CHRF(word_order=2).corpus_score", corpus=True),
         Variant("rouge_1", "rouge_1", {}, prf("rouge_1"), _rouge_score("rouge1"), "rouge-score", "RougeScorer(['rouge1']).score_multi"),
         Variant("rouge_2", "rouge_2", {}, prf("rouge_2"), _rouge_score("rouge2"), "rouge-score", "RougeScorer(['rouge2']).score_multi"),
         Variant("rouge_l", "rouge_l", {}, prf("rouge_l"), _rouge_score("rougeL"), "rouge-score", "RougeScorer(['rougeL']).score_multi"),

@@ -86,6 +86,7 @@ class ExactMatch(_SquadMetric):
     """
 
     name = "exact_match"
+    binary = True
     aliases = ("em", "exact")
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
@@ -137,6 +138,7 @@ class QuasiExactMatch(_SquadMetric):
     """
 
     name = "quasi_exact_match"
+    binary = True
     aliases = ("qem", "quasi_em")
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"

@@ -21,7 +21,7 @@ a note, never 0.
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any
+from typing import Any, Collection
 
 import numpy as np
 import polars as pl
@@ -59,6 +59,7 @@ def correlation_rows(
     include_human: bool = True,
     divergence_threshold: float = DIVERGENCE_THRESHOLD,
     n_disagreeing: int = 5,
+    only: Collection[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per unordered pair of score names in ``scores`` (one model's rows).
 
@@ -68,6 +69,8 @@ def correlation_rows(
     about this model's outputs). Row keys: ``metric_a, metric_b, kind, dimension_a,
     dimension_b, same_dimension, n, pearson, pearson_p, spearman, spearman_p, kendall,
     kendall_p, divergent, detail`` (dict: notes, the samples that disagree most).
+    ``only``: compute just the pairs with at least one of these score names (a rescore
+    of one metric recomputes its pairs, not every pair).
     """
     names = sorted(scores["metric"].unique().to_list())
     if not include_human:
@@ -77,6 +80,8 @@ def correlation_rows(
              for m, d in scores.group_by("metric").agg(pl.col("direction").first()).iter_rows()} if "direction" in scores.columns else {}
     rows = []
     for a, b in combinations(names, 2):
+        if only is not None and a not in only and b not in only:
+            continue
         paired = paired_scores(scores, a, b)
         x, y = paired["a"].to_numpy(), paired["b"].to_numpy()
         kind = pair_kind(a, b)

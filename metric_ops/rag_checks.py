@@ -596,6 +596,7 @@ class AbstentionAccuracy(Metric):
     """
 
     name = "abstention_accuracy"
+    binary = True
     aliases = ("abstention",)
     direction = Direction.MAXIMIZE
     dimension = "epistemic"

@@ -206,6 +206,7 @@ class RetrievalMetrics(Metric):
     """
 
     name = "retrieval"
+    binary_scores = ("retrieval_hit_rate",)
     aliases = ("retrieval_metrics",)
     direction = Direction.MAXIMIZE
     score_directions = {

@@ -113,11 +113,18 @@ def score_rows(
 
     Each row has ``sample_id, metric, value, direction, dimension, locality, status,
     detail (JSON string), signature``; the caller adds model, fingerprint and dataset.
+    A corpus-level metric gives one corpus row per score name (``sample_id`` None) and
+    rows only for its unscored/errored segments (:func:`metric_ops.corpus.corpus_score_rows`).
     """
+    results = score_metric(metric, samples, outputs, **kwargs)
+    if getattr(metric, "corpus_level", False):
+        from metric_ops.corpus import corpus_score_rows
+
+        return corpus_score_rows(metric, samples, results)
     directions = metric.emitted()
     signature = metric.signature()
     rows = []
-    for sample, scores in zip(samples, score_metric(metric, samples, outputs, **kwargs)):
+    for sample, scores in zip(samples, results):
         for score_name, direction in directions.items():
             score = scores.get(score_name) or Score.error(f"{metric.name} produced no {score_name} score")
             rows.append(

@@ -1057,6 +1057,7 @@ class ToolCallMetrics(Metric):
     """
 
     name = "tool_calls"
+    binary_scores = ("tool_call_exact_set", "trajectory_strict", "trajectory_in_order", "tool_irrelevance", "tool_call_parse_failure")
     direction = Direction.MAXIMIZE
     score_directions = {
         "tool_call_precision": Direction.MAXIMIZE,
@@ -1199,6 +1200,7 @@ class BFCLAstAccuracy(Metric):
     """
 
     name = "bfcl_ast_accuracy"
+    binary = True
     aliases = ("bfcl_accuracy", "bfcl")
     direction = Direction.MAXIMIZE
     dimension = "process"

@@ -197,7 +197,11 @@ def html_table(rows: list[dict[str, Any]], columns: Sequence[str] | None = None,
 
 
 def _scored(scores: pl.DataFrame) -> pl.DataFrame:
-    return scores.filter((pl.col("status") == "scored") & pl.col("value").is_not_null() & pl.col("value").is_finite())
+    """Scored per-sample rows. Corpus rows (``sample_id`` null: one corpus-level value per
+    model, e.g. corpus BLEU) are not per-sample values and stay out of the per-sample
+    views; the headline shows them with their resampled interval."""
+    return scores.filter((pl.col("status") == "scored") & pl.col("value").is_not_null() & pl.col("value").is_finite()
+                         & pl.col("sample_id").is_not_null())
 
 
 def _metric_ranges(scores: pl.DataFrame) -> dict[str, tuple[float, float, str]]:
@@ -289,15 +293,21 @@ def section_headline(d: ReportData) -> Section:
              "95% CI": "∅" if r["ci_low"] is None else f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}] ({r['ci_method']})",
              "scored / total": f"{r['n_scored']} / {r['n_total']}"} for r in sorted(stats, key=lambda r: (r["metric"], r["model"]))]
     body = "<h3>Per metric and model</h3>" + html_table(rows)
+    corpus = sorted({r["metric"] for r in stats if (r.get("detail") or {}).get("level") == "corpus"})
+    if corpus:
+        body += (f"<p class='cap'>Corpus-level scores ({esc(', '.join(corpus))}): one value per model over every scored segment "
+                 "(mean = the corpus score, no median; scored = segments); the interval resamples the segments' sufficient "
+                 "statistics, and pairs are compared by approximate randomisation and paired bootstrap over the segments both "
+                 "models scored.</p>")
     pw = [r for r in d.comparisons if r["kind"] == "pairwise"]
     if pw:
         prow = [{"baseline": r["baseline"], "candidate": r["model"], "metric": r["metric"], "pairs": r["n_pairs"],
                  "delta": r["delta"], "relative change": r["relative_change"], "retention": r["retention"], "test": r["test"],
-                 "p": r["p_value"], "p (Holm)": r["p_holm"], "effect": f"{fmt(r['effect_size'], 3)} ({r['effect_size_name']})",
+                 "p": r["p_value"], "p (Holm)": r["p_holm"], "effect": f"{fmt(r['effect_size'], 3)} ({r['effect_size_name']})" if r["effect_size_name"] else "n/a (corpus-level)",
                  "verdict": r["verdict"]} for r in sorted(pw, key=lambda r: (r["model"], r["metric"]))]
         alpha = pw[0]["detail"].get("alpha", 0.05)
-        body += (f"<h3>Pairwise (paired tests over the same samples; Holm-corrected over {len(pw)} tests, α = {alpha})</h3>"
-                 + html_table(prow))
+        body += ("<h3>Pairwise (paired tests over the same samples; Holm-corrected over each metric's model pairs, "
+                 f"α = {alpha})</h3>" + html_table(prow))
         regressed = [r for r in pw if r["verdict"] == "regressed" and d.baseline and r["baseline"] == d.baseline]
         if d.baseline:
             if regressed:

@@ -327,13 +327,19 @@ def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.Da
                "error": pl.Int64, "unscored": pl.Int64, "first_error": pl.String}
     if not wanted or not lake.exists("scores"):
         return pl.DataFrame(schema=columns)
-    frame = lake.read("scores", columns=["model", "fingerprint", "status", "detail", "signature"]).with_columns(
+    frame = lake.read("scores", columns=["model", "fingerprint", "sample_id", "status", "detail", "signature"]).with_columns(
         pl.col("signature").str.split("|").list.first().alias("name")
     )
     rows = []
     for model, fp, name in wanted:
         part = frame.filter((pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("name") == name))
+        # a corpus-level metric's corpus rows (sample_id null) stand for the segments they cover
+        corpus = part.filter(pl.col("sample_id").is_null() & (pl.col("status") == "scored"))
+        segments = corpus["detail"].str.json_path_match("$.n_segments").cast(pl.Int64).max() if corpus.height else None
+        part = part.filter(pl.col("sample_id").is_not_null() | (pl.col("status") != "scored"))
         counts = dict(part.group_by("status").len().iter_rows())
+        if segments is not None:
+            counts["scored"] = counts.get("scored", 0) + int(segments)
         errors = part.filter(pl.col("status") == "error")["detail"]
         first = ""
         if errors.len():

@@ -82,10 +82,13 @@ def test_pairwise_verdicts_holm_and_effect_signs(planted):
     assert em["test"] == "mcnemar-exact" and em["verdict"] == "regressed"
     assert em["p_value"] == pytest.approx(sps.binomtest(20, 20, 0.5).pvalue)
     assert pw[("same", "token_f1")]["verdict"] == "no significant difference"
-    # Holm over every pairwise test of the fingerprint
+    # Holm over the pairwise tests of each score name (its model pairs): a rescore of one
+    # metric never changes another metric's verdicts
     ordered = [r for r in rows if r["kind"] == "pairwise"]
-    assert [r["p_holm"] for r in ordered] == pytest.approx(stats.holm([r["p_value"] for r in ordered]))
-    assert all(r["detail"]["holm_family_size"] == len(ordered) for r in ordered)
+    for metric in {r["metric"] for r in ordered}:
+        family = [r for r in ordered if r["metric"] == metric]
+        assert [r["p_holm"] for r in family] == pytest.approx(stats.holm([r["p_value"] for r in family]))
+        assert all(r["detail"]["holm_family_size"] == len(family) == 2 for r in family)
 
 
 def test_sample_changes_list_the_planted_regressions(planted):
@@ -148,3 +151,58 @@ def test_meta_eval_matches_scipy_and_flags_divergence():
     assert not pair["divergent"]
     no_human = meta_eval.correlation_rows(frame, include_human=False)
     assert all("human:" not in r["metric_a"] + r["metric_b"] for r in no_human)
+
+
+def test_interval_test_and_effect_come_from_the_declaration(planted):
+    """The issue's case: one model's token_f1 values happen to be all 0/1, the other's are
+    not; both get the bootstrap and the permutation test (token_f1 is not declared 0/1),
+    while exact_match (declared 0/1) gets Wilson and McNemar for every model."""
+    frame, v = planted
+    rng = np.random.default_rng(4)
+    zero_one = (rng.uniform(size=N) < 0.6).astype(float)
+    extra = pl.DataFrame(_rows("binaryish", "token_f1", zero_one) + _rows("binaryish", "exact_match", v["base_em"]),
+                         schema_overrides={"value": pl.Float64})
+    rows = compare.compare_models(pl.concat([frame, extra]), baseline="base", n_permutations=999)
+    by = {(r["model"], r["metric"]): r for r in rows if r["kind"] == "model_metric"}
+    assert {by[(m, "token_f1")]["ci_method"] for m in ("base", "binaryish", "better")} == {"bootstrap-percentile"}
+    assert {by[(m, "exact_match")]["ci_method"] for m in ("base", "binaryish", "same")} == {"wilson"}
+    pw = {(r["model"], r["metric"]): r for r in rows if r["kind"] == "pairwise"}
+    assert pw[("binaryish", "token_f1")]["test"] == "paired-permutation"
+    assert pw[("binaryish", "token_f1")]["effect_size_name"] == "cohens_dz"
+    assert pw[("binaryish", "exact_match")]["test"] == "mcnemar-exact"
+    # an explicit declaration overrides the registry
+    rows = compare.compare_models(pl.concat([frame, extra]), baseline="base", n_permutations=999, binary={"token_f1"})
+    by = {(r["model"], r["metric"]): r for r in rows if r["kind"] == "model_metric"}
+    assert by[("binaryish", "token_f1")]["ci_method"] == "wilson"
+    assert by[("base", "token_f1")]["ci_low"] is None and "declared 0/1" in by[("base", "token_f1")]["detail"]["note"]
+
+
+def test_constant_shift_has_an_undefined_effect_size_with_its_reason():
+    x = [0.2, 0.3, 0.4, 0.5] * 5
+    y = [v + 0.1 for v in x]
+    frame = pl.DataFrame(_rows("a", "token_f1", x) + _rows("b", "token_f1", y), schema_overrides={"value": pl.Float64})
+    (row,) = [r for r in compare.compare_models(frame, n_permutations=999) if r["kind"] == "pairwise"]
+    assert row["effect_size"] is None and row["effect_size_name"] == "cohens_dz"
+    assert "no variance" in row["detail"]["effect_note"]
+    assert row["detail"]["n_improved"] == 20 and row["detail"]["n_unchanged"] == 0
+    assert row["verdict"] == "improved" and row["p_value"] < 1e-5  # every pair better: exact sign-flip p = 2 / 2**20
+
+
+def test_metrics_restricts_the_work_to_the_named_scores(planted):
+    frame, _ = planted
+    rows = compare.compare_models(frame, baseline="base", n_permutations=99, metrics={"token_f1"})
+    assert {r["metric"] for r in rows} == {"token_f1"}
+    assert {r["kind"] for r in rows} == {"model_metric", "pairwise", "sample_change", "tradeoff"}
+    full = {(r["kind"], r["model"], r["metric"], r.get("sample_id")): r for r in compare.compare_models(frame, baseline="base", n_permutations=99)}
+    for r in rows:  # the same numbers as the full computation
+        other = full[(r["kind"], r["model"], r["metric"], r.get("sample_id"))]
+        assert r.get("mean") == other.get("mean") and r.get("p_value") == other.get("p_value") and r.get("p_holm") == other.get("p_holm")
+
+
+def test_one_bootstrap_flavour_per_score_even_when_sample_sizes_straddle_the_threshold(monkeypatch):
+    monkeypatch.setattr(stats, "WILD_BOOTSTRAP_ABOVE", 50 * 999)  # 40 values x 999 resamples below, 60 above
+    rng = np.random.default_rng(2)
+    frame = pl.DataFrame(_rows("small", "token_f1", rng.uniform(size=40)) + _rows("large", "token_f1", rng.uniform(size=60)),
+                         schema_overrides={"value": pl.Float64})
+    rows = [r for r in compare.metric_statistics(frame, n_resamples=999) if r["kind"] == "model_metric"]
+    assert {r["ci_method"] for r in rows} == {"bootstrap-percentile (wild, Rademacher)"}

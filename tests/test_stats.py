@@ -72,9 +72,16 @@ def test_bootstrap_edge_cases():
         stats.bootstrap_ci([0.1, float("nan")])
 
 
-def test_mean_interval_uses_wilson_for_binary_scores_only():
-    assert stats.mean_interval([0, 1, 1, 0, 1]).method == "wilson"
+def test_mean_interval_method_comes_from_the_declaration_not_the_values():
+    # a continuous score whose values happen to be 0/1 keeps the bootstrap (issue 15, kind 6)
+    assert stats.mean_interval([0, 1, 1, 0, 1]).method == "bootstrap-percentile"
     assert stats.mean_interval([0, 0.5, 1, 0, 1]).method == "bootstrap-percentile"
+    declared = stats.mean_interval([0, 1, 1, 0, 1], binary=True)
+    assert declared.method == "wilson" and (declared.low, declared.high) == pytest.approx(
+        tuple(sps.binomtest(3, 5).proportion_ci(method="wilson")), abs=1e-12)
+    # a declared 0/1 score with other values contradicts its declaration: no interval, a reason
+    bad = stats.mean_interval([0, 0.5, 1], binary=True)
+    assert bad.low is None and "declared 0/1" in bad.note
 
 
 # --------------------------------------------------------------------------- permutation
@@ -133,8 +140,11 @@ def test_mcnemar_without_discordant_pairs_and_on_non_binary_input():
     assert stats.mcnemar_exact([1, 0, 1], [1, 0, 1]).p_value == 1.0
     with pytest.raises(stats.StatsError, match="0/1"):
         stats.mcnemar_exact([0.5, 1], [1, 1])
-    assert stats.paired_test([0, 1, 1], [1, 1, 1]).test == "mcnemar-exact"
+    assert stats.paired_test([0, 1, 1], [1, 1, 1], binary=True).test == "mcnemar-exact"
+    assert stats.paired_test([0, 1, 1], [1, 1, 1]).test == "paired-permutation"  # not declared 0/1: values do not decide
     assert stats.paired_test([0, 0.5, 1], [1, 1, 1]).test == "paired-permutation"
+    contradicted = stats.paired_test([0, 0.5, 1], [1, 1, 1], binary=True)
+    assert contradicted.p_value is None and "declared 0/1" in contradicted.note
 
 
 # --------------------------------------------------------------------------- Holm
@@ -158,7 +168,9 @@ def test_cohens_dz_and_g():
     y = [0] + [1] * 9
     assert stats.cohens_g(x, y) == pytest.approx(0.9 - 0.5)
     assert stats.cohens_g(y, x) == pytest.approx(0.1 - 0.5)
-    assert stats.paired_effect_size(x, y)[1] == "cohens_g"
+    assert stats.paired_effect_size(x, y, binary=True).name == "cohens_g"
+    assert stats.paired_effect_size(x, y, binary=True).value == pytest.approx(0.4)
+    assert stats.paired_effect_size(x, y).name == "cohens_dz"
 
 
 # --------------------------------------------------------------------------- correlations
@@ -195,3 +207,140 @@ def test_correlation_is_undefined_not_zero_for_constant_or_tiny_input():
     assert stats.correlation([1, 2], [1, 2], "spearman").r is None
     with pytest.raises(stats.StatsError, match="unknown correlation"):
         stats.correlation([1, 2, 3], [1, 2, 3], "cosine")
+
+
+# --------------------------------------------------------------------------- zero variance at the data's scale
+@pytest.mark.parametrize(
+    "x,y",
+    [
+        ([0.2, 0.3, 0.4, 0.5], [0.3, 0.4, 0.5, 0.6]),  # the issue's case: d = 0.1 everywhere, sd 2.8e-17 from float subtraction
+        ([0.1, 0.7, 0.35, 0.9, 0.05], [0.8, 1.4, 1.05, 1.6, 0.75]),  # constant shift 0.7
+        ([1e6 + 0.1, 1e6 + 0.2, 1e6 + 0.3], [1e6 + 0.4, 1e6 + 0.5, 1e6 + 0.6]),  # large magnitude, residue ~1e-10
+        ([1e-9, 2e-9, 3e-9], [1.1e-9, 2.1e-9, 3.1e-9]),  # tiny magnitude: the tolerance scales down with the data
+    ],
+)
+def test_cohens_dz_is_undefined_with_a_reason_for_a_constant_shift(x, y):
+    d = np.subtract(y, x)
+    assert np.std(d, ddof=1) < 1e-6 * np.abs(d).max()  # float residue only, not a real spread
+    assert stats.cohens_dz(x, y) is None
+    effect = stats.effect_dz(x, y)
+    assert effect.value is None and "no variance" in effect.note
+
+
+def test_cohens_dz_keeps_small_but_real_spreads():
+    # a spread of 1e-9 on values of 1e-3 is data, not residue (relative 1e-6 >> RTOL)
+    x = np.array([1e-3, 2e-3, 3e-3, 4e-3])
+    y = x + np.array([1e-6, 1e-6 + 1e-9, 1e-6 - 1e-9, 1e-6])
+    d = y - x
+    assert stats.cohens_dz(x, y) == pytest.approx(d.mean() / d.std(ddof=1))
+    tiny = np.array([1e-9, 2e-9, 3e-9, 4e-9])
+    assert stats.cohens_dz(tiny, tiny + np.array([1e-12, 3e-12, 2e-12, 5e-12])) is not None
+
+
+def test_zero_variance_checks_use_the_data_scale_everywhere():
+    residue = [0.1 + 0.2, 0.3, 0.3, 0.6 / 2]  # equal up to 5.6e-17
+    assert np.ptp(residue) > 0
+    corr = stats.correlation(residue, [1.0, 2.0, 3.0, 4.0], "pearson")
+    assert corr.r is None and "constant" in corr.note
+    ci = stats.bootstrap_ci(residue)
+    assert ci.low == ci.high and ci.note == "constant values"
+    x = np.array([0.1, 0.2, 0.7, 0.4])
+    y = x + 0.3 - 0.3  # float residue differences on some pairs
+    res = stats.paired_permutation_test(x, y)
+    assert res.p_value == 1.0 and res.note == "all differences are zero"
+    assert stats.is_constant([5.0, 5.0 + 1e-14]) and not stats.is_constant([5.0, 5.0 + 1e-6])
+
+
+# --------------------------------------------------------------------------- vectorised vs scipy (issue 14)
+def _scipy_permutation(x, y, n_resamples, seed, alternative="two-sided"):
+    """The implementation facetlake used before: scipy's permutation_test, paired samples."""
+    return sps.permutation_test(
+        (np.asarray(x, float), np.asarray(y, float)), lambda u, v, axis=-1: np.mean(v - u, axis=axis), permutation_type="samples",
+        vectorized=True, n_resamples=n_resamples, alternative=alternative, rng=np.random.default_rng(seed),
+    ).pvalue
+
+
+@pytest.mark.parametrize("n", [5, 9, 13])
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+def test_permutation_equals_scipy_exactly_where_scipy_is_exact(n, alternative):
+    rng = np.random.default_rng(n)
+    x = rng.normal(0.5, 0.2, n)
+    y = x + rng.normal(0.05, 0.1, n)
+    y[0] = x[0]  # a zero difference: set aside, the exact p is unchanged
+    res = stats.paired_permutation_test(x, y, n_resamples=9999, alternative=alternative)
+    assert res.exact and res.extra["n_nonzero"] == n - 1
+    assert res.p_value == pytest.approx(_scipy_permutation(x, y, 9999, 0, alternative), abs=1e-12)
+
+
+def test_permutation_exact_on_ties_matches_brute_force_enumeration():
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    y = [2.0, 3.0, 2.0, 5.0, 6.0, 5.0, 8.0, 8.0]  # differences +-1 and 0: many tied null values
+    res = stats.paired_permutation_test(x, y)
+    assert res.exact and res.p_value == pytest.approx(_enumerated_sign_flip_p(x, y), abs=1e-12)
+
+
+@pytest.mark.parametrize("n,shift", [(20, 0.03), (40, 0.0), (200, 0.02), (2000, 0.004)])
+def test_permutation_agrees_with_scipy_within_monte_carlo_error(n, shift):
+    # n = 20 is exact here (enumerated) and Monte Carlo in scipy; larger n are Monte Carlo in both.
+    # Tolerance: 4 standard errors of the difference of two independent estimates with B = 9999.
+    rng = np.random.default_rng(100 + n)
+    x = rng.normal(0.5, 0.2, n)
+    y = x + rng.normal(shift, 0.1, n)
+    for alternative in ("two-sided", "greater"):
+        ours = stats.paired_permutation_test(x, y, n_resamples=9999, seed=1, alternative=alternative).p_value
+        ref = _scipy_permutation(x, y, 9999, 2, alternative)
+        p = max(ref, 1e-4)
+        assert abs(ours - ref) <= 4 * math.sqrt(2 * p * (1 - p) / 9999) + 2e-4, (n, alternative, ours, ref)
+
+
+def test_permutation_is_reproducible_at_a_fixed_seed_and_monte_carlo_for_large_n():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=500)
+    y = x + rng.normal(0.05, 1, 500)
+    a = stats.paired_permutation_test(x, y, n_resamples=2000, seed=9)
+    assert not a.exact and a.extra["n_resamples"] == 2000
+    assert a.p_value == stats.paired_permutation_test(x, y, n_resamples=2000, seed=9).p_value
+    # the null distribution of the flipped sum: mean sum(d)/2, variance sum(d^2)/4 (fair independent flips)
+    d = y - x
+    null = stats.sign_flip_null(d, 20000, seed=4)
+    assert null.mean() == pytest.approx(d.sum() / 2, abs=4 * math.sqrt((d**2).sum() / 4 / 20000))
+    assert null.var() == pytest.approx((d**2).sum() / 4, rel=0.05)
+
+
+def test_bootstrap_matches_scipy_exactly_below_the_wild_threshold():
+    rng = np.random.default_rng(8)
+    x = rng.exponential(1.0, 3000)
+    assert stats.bootstrap_resampling(x.size, 500) == "resample"
+    ours = stats.bootstrap_ci(x, n_resamples=500, seed=4)
+    ref = sps.bootstrap((x,), np.mean, method="percentile", n_resamples=500, rng=np.random.default_rng(4)).confidence_interval
+    assert ours.method == "bootstrap-percentile"
+    assert (ours.low, ours.high) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    with pytest.raises(stats.StatsError, match="mean only"):
+        stats.bootstrap_ci(x, np.median, resampling="wild")
+
+
+def test_wild_bootstrap_above_the_threshold_agrees_with_the_resampling_bootstrap():
+    # skewed data past WILD_BOOTSTRAP_ABOVE draws; both intervals' bounds carry Monte Carlo
+    # error ~0.06 sd/sqrt(n) at B = 4000: allow 0.25 sd/sqrt(n)
+    rng = np.random.default_rng(12)
+    n = stats.WILD_BOOTSTRAP_ABOVE // 4000 + 5000
+    x = rng.exponential(0.3, n)
+    wild = stats.bootstrap_ci(x, n_resamples=4000, seed=1)
+    assert wild.method == "bootstrap-percentile (wild, Rademacher)"
+    resampled = np.quantile(stats.bootstrap_distribution(x, n_resamples=4000, seed=2), [0.025, 0.975])
+    se = x.std() / math.sqrt(n)
+    assert wild.low == pytest.approx(resampled[0], abs=0.25 * se) and wild.high == pytest.approx(resampled[1], abs=0.25 * se)
+    assert wild.low == pytest.approx(x.mean() - 1.959964 * se, abs=0.25 * se)
+
+
+@pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (3, 7), (50, 100), (999, 1000), (0, 5000), (1234, 5000)])
+def test_wilson_equals_scipy(k, n):
+    ours = stats.wilson_interval(k, n)
+    ref = sps.binomtest(k, n).proportion_ci(method="wilson")
+    assert (ours.low, ours.high) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    for level in (0.9, 0.99):
+        ref = sps.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+        got = stats.wilson_interval(k, n, level)
+        assert (got.low, got.high) == pytest.approx((ref.low, ref.high), abs=1e-12)
+    low, high = stats.wilson_bounds(np.array([k, 0]), np.array([n, n]))
+    assert (low[0], high[0]) == pytest.approx((ours.low, ours.high), abs=1e-15)
