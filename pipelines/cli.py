@@ -216,21 +216,30 @@ def sql(
     statement: str = typer.Argument(..., help='A read-only query, e.g. "select metric, count(*) from scores group by 1".'),
     lake: Optional[str] = LakeOption,
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit, e.g. 2GB (also caps the result). Default: $FACETLAKE_SQL_MEMORY_LIMIT or a quarter of RAM, at most 4GiB.", show_default=False),
+    threads: Optional[int] = typer.Option(None, "--threads", help="DuckDB threads. Default: $FACETLAKE_SQL_THREADS or half the cores.", show_default=False),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the query is interrupted (0 = none). Default: $FACETLAKE_SQL_TIMEOUT_S or 120.", show_default=False),
+    include_raw: bool = typer.Option(False, "--include-raw", help="Also expose raw-text tables (samples_raw: sample text before anonymisation, kept only where a spec sets privacy.store_raw)."),
 ) -> None:
-    """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused."""
+    """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused.
+
+    External file access is off, and memory, threads and run time are bounded."""
     import duckdb
 
-    from resources.sql import SQLRefusedError, query
+    from resources.sql import SQLLimitError, SQLLimits, SQLRefusedError, query
 
     store = _lake(lake)
     if not store.tables():
         _fail(f"no Delta tables under {store.root}; run `facetlake demo` first or pass --lake")
     try:
-        frame = query(store, statement)
-    except SQLRefusedError as exc:
+        limits = SQLLimits.resolve(memory_limit, threads, timeout)
+        frame = query(store, statement, limits, include_raw=include_raw)
+    except (SQLRefusedError, SQLLimitError, ValueError) as exc:
         _fail(str(exc))
     except duckdb.Error as exc:
-        _fail(f"{exc}\ntables: {', '.join(store.tables())}")
+        from resources.sql import RAW_TABLES
+
+        _fail(f"{exc}\ntables: {', '.join(t for t in store.tables() if include_raw or t not in RAW_TABLES)}")
     _print_frame(frame, format)
 
 

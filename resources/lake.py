@@ -436,6 +436,23 @@ class LakeStore(dg.ConfigurableResource):
         return self.delta(table).version()
 
     # ----------------------------------------------------------------- reads
+    def arrow_dataset(self, table: str, version: int | None = None) -> Any:
+        """A ``pyarrow.dataset.Dataset`` over ``table`` (current or given ``version``).
+
+        A local table is read through pyarrow's native filesystem, not deltalake's
+        Python-implemented one: Arrow IO threads still pre-buffering row groups that a
+        filter skipped would otherwise call into Python while the interpreter exits, and
+        the process aborts (SIGABRT) or hangs after printing its result (issue 16)."""
+        import pyarrow.fs as pa_fs
+
+        delta = self.delta(table, version)
+        uri = self.uri(table)
+        if "://" not in uri or uri.startswith("file://"):
+            filesystem, path = (pa_fs.LocalFileSystem(), uri) if "://" not in uri else pa_fs.FileSystem.from_uri(uri)
+            # deltalake names each data file relative to the table root, percent-decoded
+            return delta.to_pyarrow_dataset(filesystem=pa_fs.SubTreeFileSystem(path, filesystem))
+        return delta.to_pyarrow_dataset()
+
     def read(
         self,
         table: str,
@@ -453,7 +470,7 @@ class LakeStore(dg.ConfigurableResource):
             empty = SCHEMAS[table].empty_table() if table in SCHEMAS else pa.table({})
             frame = pl.from_arrow(empty)
             return frame.select(list(columns)) if columns else frame
-        dataset = self.delta(table, version).to_pyarrow_dataset()
+        dataset = self.arrow_dataset(table, version)
         expr = None
         for column, value in (where or {}).items():
             values = [value] if isinstance(value, str) else list(value)
