@@ -318,6 +318,18 @@ def _user_error(exc: BaseException) -> BaseException:
 
 def main() -> None:
     """Console entry: run the CLI; print errors as one line (set FACETLAKE_DEBUG=1 for the traceback)."""
+
+    shown: set[str] = set()
+
+    def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        from rich.text import Text
+
+        if str(message) not in shown:  # a dataset is read at registration and again in the run
+            shown.add(str(message))
+            err.print(Text.assemble(("warning:", "bold yellow"), f" {message}"))
+
+    if not os.environ.get("FACETLAKE_DEBUG"):
+        warnings.showwarning = one_line_warning
     try:
         app()
     except (KeyboardInterrupt, SystemExit, GeneratorExit):

@@ -54,16 +54,21 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
         except (SpecError, PrivacyConfigError, ProfileError) as exc:
             _fail(str(exc))
     _show_warnings(caught)
+    _check_precomputed_files(spec)
     if policy.active:
         console.print(f"outbound anonymisation: {policy.label}" + (f" (forced by administrator: {','.join(policy.forced)})" if policy.forced else ""))
     if offline:
         os.environ["FACETLAKE_OFFLINE"] = "1"
     if offline or os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
-        refused = []
+        refused, external_models = [], []
         for slug, model_spec in spec.models.items():
             kind, _ = parse_model_spec(model_spec)
             if kind in BACKENDS and BACKENDS[kind].locality == "external":
-                refused.append(f"backend {slug} ({kind})")
+                external_models.append(f"{slug} ({model_spec.split('@', 1)[0]})")
+        if external_models:
+            # refused here, before any run: one line instead of the failed runs' stack traces
+            _fail(f"offline mode is on: model {', '.join(external_models)} would call an external service, so nothing "
+                  "was run; drop --offline (or unset FACETLAKE_OFFLINE), or remove that model from the spec")
         for name in spec.metrics:
             if name in REGISTRY:
                 try:
@@ -75,6 +80,20 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
         console.print("offline mode: external metrics and backends are refused before any connection"
                       + (f"; refused here: {', '.join(refused)}" if refused else "; everything in this run is local"))
     return spec
+
+
+def _check_precomputed_files(spec) -> None:
+    """Read every ``precomputed:FILE`` model's outputs file now, so a bad file (bytes that
+    are not UTF-8, malformed rows, no rows, a repeated sample id) is refused in one line
+    before any Dagster run."""
+    from resources.backends import BackendError, ModelSpecError, PrecomputedBackend
+
+    for slug, model_spec in spec.models.items():
+        if model_spec.startswith("precomputed:") and not model_spec.startswith("precomputed:column="):
+            try:
+                PrecomputedBackend(model_spec).check_file()
+            except (BackendError, ModelSpecError) as exc:
+                _fail(f"model {slug}: {exc}")
 
 
 def after_run(spec, lake) -> None:

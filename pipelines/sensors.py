@@ -17,6 +17,7 @@ from pydantic import Field
 
 from pipelines.jobs import evaluation_job
 from pipelines.partitions import partition_key
+from resources.backends import BackendError, PrecomputedBackend
 from resources.catalog import evaluation_spec, find_evaluation, register_model
 from resources.evaluation import MODEL_SLUG, slugify_model
 from resources.lake import LakeStore
@@ -43,7 +44,7 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
     if not root.is_dir():
         return dg.SkipReason(f"inbox {root} does not exist; create it or set FACETLAKE_INBOX")
     seen: dict[str, float] = json.loads(context.cursor) if context.cursor else {}
-    run_requests, new_models, waiting = [], [], []
+    run_requests, new_models, waiting, bad = [], [], [], []
     for file in sorted(root.glob("*/*")):
         if file.suffix.lower() not in OUTPUT_SUFFIXES or not file.is_file():
             continue
@@ -57,6 +58,13 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
         model = slugify_model(file.stem)
         if not MODEL_SLUG.match(model):
             context.log.warning(f"skipping {file}: cannot make a model key from its name")
+            continue
+        try:  # a bad file (encoding, rows, columns) is reported once, not run; a fixed file is seen again
+            PrecomputedBackend(f"precomputed:{file.resolve()}").check_file()
+        except BackendError as exc:
+            context.log.warning(f"skipping {file}: {exc}")
+            seen[str(file)] = mtime
+            bad.append(file.name)
             continue
         register_model(lake, model, f"precomputed:{file.resolve()}")
         fingerprint = evaluation["fingerprint"]
@@ -72,7 +80,10 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
     if waiting:
         context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered")
     if not run_requests:
-        return dg.SkipReason("no new output files" + (f" (waiting on evaluations {sorted(set(waiting))})" if waiting else ""))
+        if bad:
+            context.update_cursor(json.dumps(seen, sort_keys=True))
+        return dg.SkipReason("no new output files" + (f" (waiting on evaluations {sorted(set(waiting))})" if waiting else "")
+                             + (f" (unreadable, see the log: {', '.join(bad)})" if bad else ""))
     return dg.SensorResult(
         run_requests=run_requests,
         dynamic_partitions_requests=[dg.AddDynamicPartitionsRequest("model", sorted(set(new_models)))],

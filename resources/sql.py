@@ -22,8 +22,6 @@ service"):
   explained statement is checked too; any statement type DuckDB adds later is refused.
 """
 
-from __future__ import annotations
-
 import os
 import re
 import shutil
