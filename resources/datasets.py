@@ -18,6 +18,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,8 +167,10 @@ def _read_csv(path: Path, text: str) -> TableRows:
             )
         end = reader.line_num
         if end > start:
+            # a line inside a cell "looks like a row" when it parses to the header's width
+            # and its first cell has the shape of this row's first cell (s1 / s2, 17 / 18)
             looks_like_row = any(
-                len(next(csv.reader([piece]), [])) == len(header)
+                len(cells := next(csv.reader([piece]), [])) == len(header) and _shape(cells[0]) == _shape(record[0]) != ""
                 for cell in record if "\n" in cell or "\r" in cell
                 for piece in cell.splitlines()[1:]
             )
@@ -187,6 +190,12 @@ def _read_csv(path: Path, text: str) -> TableRows:
             DatasetWarning, stacklevel=3,
         )
     return rows
+
+
+def _shape(cell: str) -> str:
+    """Character classes of a cell, runs collapsed: ``s12`` -> ``a9``, ``row-7`` -> ``a-9``."""
+    classes = re.sub(r"[A-Za-z]+", "a", re.sub(r"\d+", "9", cell.strip()))
+    return re.sub(r"\s+", " ", classes)
 
 
 class DatasetWarning(UserWarning):
