@@ -257,6 +257,20 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("n_entities", pa.int64()),
         ]
     ),
+    # evidence exports (issue 16): one row per `facetlake export`, the anchor of its manifest
+    "evidence_exports": pa.schema(
+        [
+            ("exported_at", _TS),
+            ("fingerprint", pa.string()),
+            ("evaluation", pa.string()),
+            ("manifest_sha256", pa.string()),
+            ("public_key_sha256", pa.string()),
+            ("signed", pa.bool_()),
+            ("table_format", pa.string()),
+            ("n_files", pa.int64()),
+            ("folder", pa.string()),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
