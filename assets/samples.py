@@ -14,6 +14,7 @@ from pipelines.partitions import fingerprint_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import DATASETS, content_hash
 from resources.lake import LakeStore
+from resources.privacy import samples_for_lake, store_raw_samples
 
 SAMPLES_COLUMNS = {
     "fingerprint": "configuration fingerprint (SHA-256, 64 hex)",
@@ -177,8 +178,11 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             f"(content hash {digest[:12]} != {row['dataset_hash'][:12]}); register the evaluation again "
             "(`facetlake run CONFIG`) to get the new fingerprint"
         )
-    rows = sample_rows(loaded, fingerprint, dataset.display_name, digest)
+    # anonymised text when the evaluation's privacy policy is on; raw only if privacy.store_raw (issue 16)
+    stored, keep_raw = samples_for_lake(loaded, spec.privacy)
+    rows = sample_rows(stored, fingerprint, dataset.display_name, digest)
     version = lake.replace("samples", rows, {"fingerprint": fingerprint})
+    store_raw_samples(lake, sample_rows(loaded, fingerprint, dataset.display_name, digest) if keep_raw else None, fingerprint)
     record_run(
         lake, context, asset="samples", table="samples", version=version, rows=len(rows), started_at=started,
         fingerprint=fingerprint, dataset=dataset.display_name,
@@ -196,7 +200,7 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             "preview": dg.MetadataValue.md(
                 markdown_table(
                     __import__("polars").DataFrame(
-                        [{"sample_id": s.sample_id, "input": s.input[:80], "n_refs": len(s.references)} for s in loaded[:5]]
+                        [{"sample_id": s.sample_id, "input": s.input[:80], "n_refs": len(s.references)} for s in stored[:5]]
                     )
                 )
             ),

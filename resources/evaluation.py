@@ -187,7 +187,8 @@ class EvaluationSpec:
         make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
         inputs.update(adapter_fingerprint_inputs(self.adapter))
         if self.privacy and self.privacy.get("anonymise") not in (None, "off", []):
-            inputs["privacy"] = self.privacy
+            # store_raw decides what the lake keeps, not what a model sees
+            inputs["privacy"] = {k: v for k, v in self.privacy.items() if k != "store_raw"}
         return inputs
 
 

@@ -13,7 +13,8 @@
 ``runs.(jsonl|csv)``         provenance rows (mode online/offline, table versions, packages)
 ``outbound_ledger.(jsonl|csv)`` every call that left the process (hashes, never text or keys)
 ``environment.json``         package versions at export time
-``samples.jsonl``            (``--include-samples``) the samples, so the dataset hash can be rechecked
+``samples.jsonl``            (``--include-samples``) the samples as the lake holds them, so the dataset
+                             hash can be rechecked (not when the evaluation anonymises them)
 ``MANIFEST.json``            SHA-256 and size of every file above, the signing key's id
 ``MANIFEST.json.sig``        Ed25519 signature over the bytes of MANIFEST.json (when signed)
 ===========================  ===============================================================
@@ -317,11 +318,15 @@ def export_evidence(
                                            "exported_at": dt.datetime.now(dt.timezone.utc).isoformat()})
     files.append(out / "environment.json")
 
+    samples_kind = None
     if include_samples:
         from assets.common import samples_from_frame
-        from resources.datasets import sample_to_record
+        from resources.datasets import content_hash, sample_to_record
 
         samples = samples_from_frame(lake.read("samples", where={"fingerprint": fp}))
+        # the samples table holds anonymised text when the evaluation anonymises (issue 16):
+        # then the dataset hash cannot be rechecked from it, and the manifest says so
+        samples_kind = "raw" if content_hash(samples) == ev["dataset_hash"] else "anonymised"
         path = out / "samples.jsonl"
         with open(path, "w", encoding="utf-8") as fh:
             for s in samples:
@@ -333,6 +338,7 @@ def export_evidence(
                 "created_at": dt.datetime.now(dt.timezone.utc).isoformat(),
                 # the summary matched the score rows at export time: verify may hold it to that
                 "summary_matches_scores": not summary_mismatches(_frame_rows(summary), _frame_rows(scores)),
+                "samples": samples_kind,
                 "signing": {"algorithm": "Ed25519", "public_key_sha256": key_id} if key_id else None,
                 "files": {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in files}}
     _write_json(out / MANIFEST, manifest)
@@ -541,7 +547,7 @@ def verify_evidence(folder: str | Path, public_key: Any | None = None, lake: Any
             if foreign:
                 report.fail(f"{name} holds rows of another fingerprint: {sorted(map(str, foreign))[:3]}")
     _check_models_and_summary(report, folder, listed, manifest, score_rows)
-    if "samples.jsonl" in listed and (folder / "samples.jsonl").is_file():
+    if "samples.jsonl" in listed and (folder / "samples.jsonl").is_file() and manifest.get("samples", "raw") == "raw":
         records = _read_table(folder / "samples.jsonl")
         samples = [Sample(sample_id=r["sample_id"], input=r["input"], references=tuple(r["references"]), context=tuple(r["context"]),
                           metadata=r["metadata"], ratings={k: (float("nan") if v is None else v) for k, v in r["ratings"].items()})

@@ -54,6 +54,22 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("ratings", pa.string()),
         ]
     ),
+    # raw sample text, kept only where an evaluation's privacy block sets store_raw (issue 16);
+    # `facetlake sql` exposes it only with --include-raw. Same columns as samples.
+    "samples_raw": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("dataset_hash", pa.string()),
+            ("position", pa.int64()),
+            ("sample_id", pa.string()),
+            ("input", pa.string()),
+            ("references", pa.list_(pa.string())),
+            ("context", pa.list_(pa.string())),
+            ("metadata", pa.string()),
+            ("ratings", pa.string()),
+        ]
+    ),
     "generations": pa.schema(
         [
             ("model", pa.string()),
