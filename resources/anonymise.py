@@ -433,12 +433,14 @@ def load_ner_pipeline(model: str | None = None, kind: str | None = None) -> tupl
             return kind, _NER_PIPELINES[key]
         if kind == "transformers":
             try:
-                from transformers import pipeline
+                from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
             except ImportError as exc:  # pragma: no cover - transformers is a core dependency
                 raise AnonymisationError("the transformers NER model needs transformers installed") from exc
             try:
-                nlp = pipeline("token-classification", model=str(Path(model).expanduser()), aggregation_strategy="simple",
-                               device=-1, model_kwargs={"local_files_only": True})
+                folder = str(Path(model).expanduser())
+                nlp = pipeline("token-classification", aggregation_strategy="simple", device=-1,
+                               model=AutoModelForTokenClassification.from_pretrained(folder, local_files_only=True),
+                               tokenizer=AutoTokenizer.from_pretrained(folder, local_files_only=True))
             except (OSError, ValueError) as exc:
                 raise AnonymisationError(f"cannot load the token-classification model {model!r} from local files ({exc})") from None
             labels = {str(v).split("-")[-1].upper() for v in nlp.model.config.id2label.values()}
@@ -570,6 +572,11 @@ class NERRecogniser:
         m = re.match(rf"^(?:(?:the|The|{_alternation(lex.TITLES)})\.?\s+)+", span)
         if m:
             start, span = start + m.end(), span[m.end():]
+        while True:  # a role word or greeting before the name is not part of it ("Tenant Yusuf Al-Amin")
+            lead = re.match(r"^([A-Za-z]+)\.?,?\s+(?=\S)", span)
+            if not (lead and lead.group(1).lower() in lex.PERSON_LEAD_WORDS):
+                break
+            start, span = start + lead.end(), span[lead.end():]
         trail = re.search(r"(?:['’]s|[\s,.;:])+$", span)
         if trail:
             end, span = end - len(trail.group()), span[: trail.start()]

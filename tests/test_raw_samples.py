@@ -32,7 +32,7 @@ RAW = ["Threlkeld", "oswin.threlkeld@example.org", "Lammerskötter", "+49 511 44
 def _spec(tmp_path: Path, store_raw: bool | None) -> EvaluationSpec:
     data = tmp_path / "pii.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS), encoding="utf-8")
-    privacy = {"anonymise": "rule_based", "references": True, **({"store_raw": store_raw} if store_raw is not None else {})}
+    privacy = {"anonymise": "ner", "references": True, **({"store_raw": store_raw} if store_raw is not None else {})}
     return EvaluationSpec.from_mapping({
         "name": "raw-text", "dataset": {"kind": "file", "path": str(data), "mapping": {"sample_id": "id", "input": "question", "references": "answer"}},
         "models": {"echo": "precomputed:column=out"}, "metrics": ["exact_match"], "privacy": privacy,
