@@ -328,6 +328,7 @@ def main() -> None:
             shown.add(str(message))
             err.print(Text.assemble(("warning:", "bold yellow"), f" {message}"))
 
+    previous = warnings.showwarning
     if not os.environ.get("FACETLAKE_DEBUG"):
         warnings.showwarning = one_line_warning
     try:
@@ -346,6 +347,8 @@ def main() -> None:
         err.print(Text.assemble(("error:", "bold red"), f" {type(user).__name__}: {user}"))
         err.print("(set FACETLAKE_DEBUG=1 for the full traceback)")
         sys.exit(1)
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":  # pragma: no cover
