@@ -134,7 +134,7 @@ def run(
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="Evaluation spec (YAML): name, dataset, models, metrics."),
     lake: Optional[str] = LakeOption,
     offline: bool = typer.Option(False, "--offline", help="Offline mode: every external metric/backend is refused before any connection (FACETLAKE_OFFLINE=1)."),
-    anonymise: Optional[str] = typer.Option(None, "--anonymise", help="Anonymise outbound text: off, rule_based, presidio, model (comma list). FACETLAKE_ANONYMISE_FORCE still applies."),
+    anonymise: Optional[str] = typer.Option(None, "--anonymise", help="Anonymise outbound text: off, ner, rule_based, presidio, model (comma list). FACETLAKE_ANONYMISE_FORCE still applies."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Practitioner profile (technical_expert, domain_expert, compliance_officer, or a YAML file): adds its metrics and shows its output form."),
 ) -> None:
     """Register an evaluation spec and materialise it end to end (samples → generations → scores → summary)."""

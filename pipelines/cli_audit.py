@@ -220,7 +220,7 @@ def profiles() -> None:
 @app.command()
 def anonymise(
     text: str = typer.Argument(..., help="Text to anonymise (nothing is sent anywhere unless the strategy is model)."),
-    strategy: str = typer.Option("rule_based", "--strategy", help="rule_based, presidio, model or a comma list."),
+    strategy: str = typer.Option("rule_based", "--strategy", help="ner (a trained NER model, recommended), rule_based, presidio, model or a comma list."),
 ) -> None:
     """Show what the outbound path would send for TEXT under a strategy, with entity counts."""
     from resources.anonymise import AnonymisationError

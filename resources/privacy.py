@@ -4,7 +4,7 @@ Per-run policy: the ``privacy:`` block of an evaluation spec (or ``facetlake run
 --anonymise``)::
 
     privacy:
-      anonymise: [rule_based]        # off | rule_based | presidio | model, or a list
+      anonymise: [ner]               # off | ner | rule_based | presidio | model, or a list
       references: true               # also map references (outputs come back with placeholders)
       entities: [PERSON, EMAIL_ADDRESS]   # default: all types
       presidio: {spacy_model: en_core_web_lg}
