@@ -265,3 +265,16 @@ def test_cli_refuses_bad_input_in_one_line_before_any_run(tmp_path, monkeypatch,
     assert "Traceback" not in err and "STEP_FAILURE" not in err and "dagster" not in err.lower()
     assert sum(1 for line in err.splitlines() if line.startswith("error:")) == 1
     assert instance.get_runs_count() == runs_before  # refused before any Dagster run
+
+
+def test_evaluation_spec_file_bytes_are_checked_too(tmp_path):
+    from resources.evaluation import EvaluationSpec, SpecError
+
+    spec = "name: café\ndataset: {kind: sfres, limit: 3}\nmodels: {m: 'precomputed:column=system_output'}\nmetrics: [bleu]\n"
+    (tmp_path / "latin.yaml").write_bytes(spec.encode("latin-1"))
+    with pytest.raises(SpecError) as exc:
+        EvaluationSpec.from_yaml(tmp_path / "latin.yaml")
+    assert str(exc.value) == (f"{tmp_path / 'latin.yaml'}:1: not valid UTF-8: byte 0xE9 at column 10 cannot be decoded "
+                              "(invalid continuation byte); re-save the spec as UTF-8 (it looks like cp1252)")
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbf" + spec.encode("utf-8"))
+    assert EvaluationSpec.from_yaml(tmp_path / "bom.yaml").name == "café"
