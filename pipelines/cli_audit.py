@@ -57,8 +57,6 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
     _check_precomputed_files(spec)
     if policy.active:
         console.print(f"outbound anonymisation: {policy.label}" + (f" (forced by administrator: {','.join(policy.forced)})" if policy.forced else ""))
-    if offline:
-        os.environ["FACETLAKE_OFFLINE"] = "1"
     if offline or os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
         refused, external_models = [], []
         for slug, model_spec in spec.models.items():
@@ -69,6 +67,7 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
             # refused here, before any run: one line instead of the failed runs' stack traces
             _fail(f"offline mode is on: model {', '.join(external_models)} would call an external service, so nothing "
                   "was run; drop --offline (or unset FACETLAKE_OFFLINE), or remove that model from the spec")
+        os.environ["FACETLAKE_OFFLINE"] = "1"  # for this process's run, once nothing is refused
         for name in spec.metrics:
             if name in REGISTRY:
                 try:

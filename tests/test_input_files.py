@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import random
 import sys
 import warnings
@@ -255,7 +256,7 @@ def test_cli_refuses_bad_input_in_one_line_before_any_run(tmp_path, monkeypatch,
     (tmp_path / "ragged.csv").write_text('id,input\ns1,"open\ns2,q\n')
     (tmp_path / "ok.csv").write_text("id,input\ns1,q\n")
     (tmp_path / "outs.csv").write_text("sample_id,output\n")
-    monkeypatch.delenv("FACETLAKE_OFFLINE", raising=False)
+    monkeypatch.setenv("FACETLAKE_OFFLINE", "")  # restored (unset) after the test, whatever the command sets
     runs_before = instance.get_runs_count()
     argv = ["run", str(_spec(tmp_path, dataset, model)), "--lake", str(tmp_path / "lake")]
     code, err = _run_main(monkeypatch, capsys, [*argv, *(["--offline"] if model.startswith("api:") else [])])
@@ -265,6 +266,7 @@ def test_cli_refuses_bad_input_in_one_line_before_any_run(tmp_path, monkeypatch,
     assert "Traceback" not in err and "STEP_FAILURE" not in err and "dagster" not in err.lower()
     assert sum(1 for line in err.splitlines() if line.startswith("error:")) == 1
     assert instance.get_runs_count() == runs_before  # refused before any Dagster run
+    assert os.environ.get("FACETLAKE_OFFLINE") == ""  # a refusal does not switch this process offline
 
 
 def test_evaluation_spec_file_bytes_are_checked_too(tmp_path):
