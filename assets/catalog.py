@@ -66,6 +66,10 @@ INTERNAL_TABLES = {
                    "pairwise assets while they run; deleting it changes no result, only cost",
     "outbound_ledger": "the audit log of every call that left the machine (privacy), appended by the outbound gateway "
                        "wherever a call is made; a record of side effects, not data the evaluation produces",
+    "evidence_exports": "the anchor of each `facetlake export` (manifest hash, key fingerprint), appended by the command; "
+                        "an audit record of an action outside the dataflow",
+    "samples_raw": "raw sample text kept only when an anonymising evaluation asks for it (privacy.store_raw), written by "
+                   "samples beside its anonymised rows; deliberately kept out of the graph's previews and of `facetlake sql`",
 }
 
 

@@ -14,6 +14,7 @@ from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import DATASETS, content_hash
 from resources.lake import LakeStore
+from resources.privacy import samples_for_lake, store_raw_samples
 
 SAMPLES_COLUMNS = {
     "fingerprint": "configuration fingerprint (SHA-256, 64 hex)",
@@ -182,11 +183,15 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             f"(content hash {digest[:12]} != {row['dataset_hash'][:12]}); register the evaluation again "
             "(`facetlake run CONFIG`) to get the new fingerprint"
         )
-    rows = sample_rows(loaded, fingerprint, dataset.display_name, digest)
+    # anonymised text when the evaluation's privacy policy is on; raw only if privacy.store_raw (issue 16)
+    to_store, keep_raw = samples_for_lake(loaded, spec.privacy)
+    rows = sample_rows(to_store, fingerprint, dataset.display_name, digest)
     stored = lake.read("samples", where={"fingerprint": fingerprint}, columns=["dataset_hash"])
-    reused = stored.height == len(rows) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
+    reused = (stored.height == len(rows) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
+              and not spec.privacy)  # anonymised rows are rewritten: the policy may have changed
     # content-addressed: identical content is not rewritten (the table's Delta version stays)
     version = lake.version("samples") if reused else lake.replace("samples", rows, {"fingerprint": fingerprint})
+    store_raw_samples(lake, sample_rows(loaded, fingerprint, dataset.display_name, digest) if keep_raw else None, fingerprint)
     previous = _previous_fingerprint(lake, row)
     record_run(
         lake, context, asset="samples", table="samples", version=version, rows=len(rows), started_at=started,
@@ -208,7 +213,7 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             "preview": dg.MetadataValue.md(
                 markdown_table(
                     __import__("polars").DataFrame(
-                        [{"sample_id": s.sample_id, "input": s.input[:80], "n_refs": len(s.references)} for s in loaded[:5]]
+                        [{"sample_id": s.sample_id, "input": s.input[:80], "n_refs": len(s.references)} for s in to_store[:5]]
                     )
                 )
             ),

@@ -239,7 +239,7 @@ def run(
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="Evaluation spec (YAML): name, dataset, models, metrics."),
     lake: Optional[str] = LakeOption,
     offline: bool = typer.Option(False, "--offline", help="Offline mode: every external metric/backend is refused before any connection (FACETLAKE_OFFLINE=1)."),
-    anonymise: Optional[str] = typer.Option(None, "--anonymise", help="Anonymise outbound text: off, rule_based, presidio, model (comma list). FACETLAKE_ANONYMISE_FORCE still applies."),
+    anonymise: Optional[str] = typer.Option(None, "--anonymise", help="Anonymise outbound text: off, ner, rule_based, presidio, model (comma list). FACETLAKE_ANONYMISE_FORCE still applies."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Practitioner profile (technical_expert, domain_expert, compliance_officer, or a YAML file): adds its metrics and shows its output form."),
     take_over: bool = typer.Option(False, "--take-over", help="Move the fingerprint from the evaluation that owns it to this spec's name (refused otherwise)."),
     replace: bool = typer.Option(False, "--replace", help="Redefine an evaluation name registered over another dataset (refused otherwise; its old results stay as history)."),
@@ -351,21 +351,30 @@ def sql(
     statement: str = typer.Argument(..., help='A read-only query, e.g. "select metric, count(*) from scores group by 1".'),
     lake: Optional[str] = LakeOption,
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit, e.g. 2GB (also caps the result). Default: $FACETLAKE_SQL_MEMORY_LIMIT or a quarter of RAM, at most 4GiB.", show_default=False),
+    threads: Optional[int] = typer.Option(None, "--threads", help="DuckDB threads. Default: $FACETLAKE_SQL_THREADS or half the cores.", show_default=False),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the query is interrupted (0 = none). Default: $FACETLAKE_SQL_TIMEOUT_S or 120.", show_default=False),
+    include_raw: bool = typer.Option(False, "--include-raw", help="Also expose raw-text tables (samples_raw: sample text before anonymisation, kept only where a spec sets privacy.store_raw)."),
 ) -> None:
-    """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused."""
+    """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused.
+
+    External file access is off, and memory, threads and run time are bounded."""
     import duckdb
 
-    from resources.sql import SQLRefusedError, query
+    from resources.sql import SQLLimitError, SQLLimits, SQLRefusedError, query
 
     store = _lake(lake)
     if not store.tables():
         _fail(f"no Delta tables under {store.root}; run `facetlake demo` first or pass --lake")
     try:
-        frame = query(store, statement)
-    except SQLRefusedError as exc:
+        limits = SQLLimits.resolve(memory_limit, threads, timeout)
+        frame = query(store, statement, limits, include_raw=include_raw)
+    except (SQLRefusedError, SQLLimitError, ValueError) as exc:
         _fail(str(exc))
     except duckdb.Error as exc:
-        _fail(f"{exc}\ntables: {', '.join(store.tables())}")
+        from resources.sql import RAW_TABLES
+
+        _fail(f"{exc}\ntables: {', '.join(t for t in store.tables() if include_raw or t not in RAW_TABLES)}")
     _print_frame(frame, format)
 
 
@@ -490,6 +499,19 @@ def _user_error(exc: BaseException) -> BaseException:
 
 def main() -> None:
     """Console entry: run the CLI; print errors as one line (set FACETLAKE_DEBUG=1 for the traceback)."""
+
+    shown: set[str] = set()
+
+    def one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        from rich.text import Text
+
+        if str(message) not in shown:  # a dataset is read at registration and again in the run
+            shown.add(str(message))
+            err.print(Text.assemble(("warning:", "bold yellow"), f" {message}"))
+
+    previous = warnings.showwarning
+    if not os.environ.get("FACETLAKE_DEBUG"):
+        warnings.showwarning = one_line_warning
     try:
         app()
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
@@ -506,6 +528,8 @@ def main() -> None:
         err.print(Text.assemble(("error:", "bold red"), f" {type(user).__name__}: {user}"), soft_wrap=True)
         err.print("(set FACETLAKE_DEBUG=1 for the full traceback)")
         sys.exit(1)
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":  # pragma: no cover

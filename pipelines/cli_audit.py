@@ -54,16 +54,20 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
         except (SpecError, PrivacyConfigError, ProfileError) as exc:
             _fail(str(exc))
     _show_warnings(caught)
+    _check_precomputed_files(spec)
     if policy.active:
         console.print(f"outbound anonymisation: {policy.label}" + (f" (forced by administrator: {','.join(policy.forced)})" if policy.forced else ""))
-    if offline:
-        os.environ["FACETLAKE_OFFLINE"] = "1"
     if offline or os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
-        refused = []
+        refused, external_models = [], []
         for slug, model_spec in spec.models.items():
             kind, _ = parse_model_spec(model_spec)
             if kind in BACKENDS and BACKENDS[kind].locality == "external":
-                refused.append(f"backend {slug} ({kind})")
+                external_models.append(f"{slug} ({model_spec.split('@', 1)[0]})")
+        if external_models:
+            # refused here, before any run: one line instead of the failed runs' stack traces
+            _fail(f"offline mode is on: model {', '.join(external_models)} would call an external service, so nothing "
+                  "was run; drop --offline (or unset FACETLAKE_OFFLINE), or remove that model from the spec")
+        os.environ["FACETLAKE_OFFLINE"] = "1"  # for this process's run, once nothing is refused
         for name in spec.metrics:
             if name in REGISTRY:
                 try:
@@ -75,6 +79,20 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
         console.print("offline mode: external metrics and backends are refused before any connection"
                       + (f"; refused here: {', '.join(refused)}" if refused else "; everything in this run is local"))
     return spec
+
+
+def _check_precomputed_files(spec) -> None:
+    """Read every ``precomputed:FILE`` model's outputs file now, so a bad file (bytes that
+    are not UTF-8, malformed rows, no rows, a repeated sample id) is refused in one line
+    before any Dagster run."""
+    from resources.backends import BackendError, ModelSpecError, PrecomputedBackend
+
+    for slug, model_spec in spec.models.items():
+        if model_spec.startswith("precomputed:") and not model_spec.startswith("precomputed:column="):
+            try:
+                PrecomputedBackend(model_spec).check_file()
+            except (BackendError, ModelSpecError) as exc:
+                _fail(f"model {slug}: {exc}")
 
 
 def after_run(spec, lake) -> None:
@@ -99,38 +117,90 @@ def export(
     out: Path = typer.Option(..., "--out", help="New or empty folder for the evidence."),
     format: EvidenceFormat = typer.Option(EvidenceFormat.json, "--format", help="json (JSON lines) or csv (opens in a spreadsheet)."),
     include_samples: bool = typer.Option(False, "--include-samples", help="Also export the samples (raw dataset text) so the dataset hash can be rechecked."),
+    key: Optional[Path] = typer.Option(None, "--key", help="Ed25519 private key (PEM) to sign the manifest. Default: $FACETLAKE_EVIDENCE_KEY (PEM text) or the file $FACETLAKE_EVIDENCE_KEY_FILE. Never keep it in the lake.", show_default=False),
+    unsigned: bool = typer.Option(False, "--unsigned", help="Export without a signature (verify then needs --allow-unsigned: hashes alone do not stop a rewrite)."),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Write a portable audit artifact: scores with status, metric signatures, judge reasoning,
-    model identities, fingerprint inputs, package versions, the outbound ledger and a SHA-256 manifest."""
+    model identities, fingerprint inputs, package versions, the outbound ledger, a SHA-256
+    manifest signed with Ed25519, and the manifest's hash anchored in the lake (evidence_exports)."""
     from resources.catalog import CatalogError
-    from resources.evidence import EvidenceError, export_evidence
+    from resources.evidence import KEY_FILE_ENV, EvidenceError, export_evidence, load_signing_key
 
     store = _lake(lake)
     if not store.exists("evaluations"):
         _fail(f"no evaluations under {store.root}; run `facetlake run CONFIG` first or pass --lake")
     try:
-        manifest = export_evidence(store, fingerprint, out, format.value, include_samples)
+        signing_key = None if unsigned and key is None else load_signing_key(key, store.root)
+        if signing_key is None and not unsigned:
+            _fail(f"no signing key: create one with `facetlake keygen --out DIR`, then pass --key DIR/facetlake-evidence.key "
+                  f"or set {KEY_FILE_ENV}; or export with --unsigned")
+        manifest = export_evidence(store, fingerprint, out, format.value, include_samples, signing_key=signing_key)
     except (CatalogError, EvidenceError) as exc:
         _fail(str(exc))
-    console.print(f"evidence for fingerprint {manifest['fingerprint']} written to {out} ({len(manifest['files'])} files + MANIFEST.json)")
-    console.print(f"check it with: facetlake verify {out}")
+    console.print(f"evidence for fingerprint {manifest['fingerprint']} written to {out} ({len(manifest['files'])} files + MANIFEST.json)",
+                  markup=False, highlight=False)
+    console.print(f"manifest SHA-256 {manifest['manifest_sha256']} (anchored in the lake's evidence_exports)", markup=False, highlight=False)
+    if manifest["signing"]:
+        console.print(f"signed with Ed25519 key {manifest['signing']['public_key_sha256']}", markup=False, highlight=False)
+        console.print(f"check it with: facetlake verify {out} --public-key PUBLIC_KEY.pub --lake {store.root}", markup=False, highlight=False)
+    else:
+        console.print(f"[yellow]unsigned[/]: check it with: facetlake verify {out} --allow-unsigned --lake {store.root}")
 
 
 @app.command()
-def verify(folder: Path = typer.Argument(..., exists=True, file_okay=False, help="An evidence folder written by `facetlake export`.")) -> None:
-    """Recompute every file's SHA-256 and the fingerprint from the artifact alone; exit 1 unless intact."""
-    from resources.evidence import verify_evidence
+def verify(
+    folder: Path = typer.Argument(..., exists=True, file_okay=False, help="An evidence folder written by `facetlake export`."),
+    public_key: Optional[Path] = typer.Option(None, "--public-key", help="The trusted Ed25519 public key (PEM). Default: $FACETLAKE_EVIDENCE_PUBLIC_KEY (PEM text) or the file $FACETLAKE_EVIDENCE_PUBLIC_KEY_FILE.", show_default=False),
+    lake: Optional[str] = typer.Option(None, "--lake", help="Also check that the manifest's hash is anchored in this lake's evidence_exports.", show_default=False),
+    allow_unsigned: bool = typer.Option(False, "--allow-unsigned", help="Accept an unsigned export (consistency checks only; a consistent rewrite goes unnoticed)."),
+) -> None:
+    """Check the signature against a public key, every file's SHA-256, the fingerprint from its
+    inputs, the summary and models against the scores, and (with --lake) the anchor; exit 1 unless intact."""
+    from resources.evidence import EvidenceError, load_public_key, verify_evidence
 
-    report = verify_evidence(folder)
+    try:
+        trusted = load_public_key(public_key)
+    except EvidenceError as exc:
+        _fail(str(exc))
+    report = verify_evidence(folder, public_key=trusted, lake=_lake(lake) if lake else None, allow_unsigned=allow_unsigned)
     if report.ok:
-        console.print(f"[bold green]intact[/]: {report.files_checked} files match the manifest; fingerprint {report.fingerprint} recomputed from its inputs")
-        console.print(f"MANIFEST.json SHA-256 {report.manifest_sha256} (record it to detect a rewritten manifest)")
+        how = f"signature by key {report.key_id} verified" if report.signature_ok else "UNSIGNED (consistency only)"
+        console.print(f"[bold green]intact[/]: {how}; {report.files_checked} files match the manifest; "
+                      f"fingerprint {report.fingerprint} recomputed from its inputs"
+                      + ("; manifest anchored in the lake" if report.anchored else ""))
+        console.print(f"MANIFEST.json SHA-256 {report.manifest_sha256}", markup=False, highlight=False)
         return
+    from rich.text import Text
+
     for problem in report.problems:
-        err.print(f"[bold red]problem:[/] {problem}")
-    err.print(f"[bold red]NOT intact[/]: {len(report.problems)} problem(s) in {folder}")
+        err.print(Text.assemble(("problem:", "bold red"), f" {problem}"))
+    err.print(Text.assemble(("NOT intact", "bold red"), f": {len(report.problems)} problem(s) in {folder}"))
     raise typer.Exit(code=1)
+
+
+@app.command()
+def keygen(
+    out: Path = typer.Option(..., "--out", help="Folder for the key pair (outside the lake; the private key gets mode 0600)."),
+    name: str = typer.Option("facetlake-evidence", "--name", help="File name stem: NAME.key (private) and NAME.pub (public)."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Create an Ed25519 key pair for signing evidence exports (`export --key`, `verify --public-key`).
+
+    Encrypts the private key when $FACETLAKE_EVIDENCE_KEY_PASSPHRASE is set. Refuses a folder
+    inside the lake and never overwrites a key."""
+    from resources.evidence import PASSPHRASE_ENV, EvidenceError, _inside, generate_keypair
+
+    store = _lake(lake)
+    if _inside(out, store.root):
+        _fail(f"{out} is inside the lake {store.root}; keep signing keys outside the lake")
+    try:
+        private, public, key_id = generate_keypair(out, name, os.environ.get(PASSPHRASE_ENV) or None)
+    except EvidenceError as exc:
+        _fail(str(exc))
+    console.print(f"private key: {private} (keep it secret; export --key {private}, or FACETLAKE_EVIDENCE_KEY_FILE)", markup=False, highlight=False)
+    console.print(f"public key:  {public} (give it to whoever verifies: verify --public-key {public})", markup=False, highlight=False)
+    console.print(f"key id (SHA-256 of the public key): {key_id}", markup=False, highlight=False)
 
 
 @app.command()
@@ -149,7 +219,7 @@ def profiles() -> None:
 @app.command()
 def anonymise(
     text: str = typer.Argument(..., help="Text to anonymise (nothing is sent anywhere unless the strategy is model)."),
-    strategy: str = typer.Option("rule_based", "--strategy", help="rule_based, presidio, model or a comma list."),
+    strategy: str = typer.Option("rule_based", "--strategy", help="ner (a trained NER model, recommended), rule_based, presidio, model or a comma list."),
 ) -> None:
     """Show what the outbound path would send for TEXT under a strategy, with entity counts."""
     from resources.anonymise import AnonymisationError

@@ -32,6 +32,7 @@ from pydantic import Field
 from assets.partitions import partition_requests
 from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, samples_job
 from resources.catalog import CatalogError, evaluation_row, find_evaluation, pair_row, pairs_of, register_model
+from resources.backends import BackendError, PrecomputedBackend
 from resources.evaluation import MODEL_SLUG, slugify_model
 from resources.lake import LakeStore
 
@@ -52,7 +53,7 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
     if not root.is_dir():
         return dg.SkipReason(f"inbox {root} does not exist; create it or set FACETLAKE_INBOX")
     seen: dict[str, float] = json.loads(context.cursor) if context.cursor else {}
-    run_requests, waiting = [], []
+    run_requests, waiting, bad = [], [], []
     for file in sorted(root.glob("*/*")):
         if file.suffix.lower() not in OUTPUT_SUFFIXES or not file.is_file():
             continue
@@ -66,6 +67,13 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
         model = slugify_model(file.stem)
         if not MODEL_SLUG.match(model):
             context.log.warning(f"skipping {file}: cannot make a model key from its name")
+            continue
+        try:  # a bad file (encoding, rows, columns) is reported once, not run; a fixed file is seen again
+            PrecomputedBackend(f"precomputed:{file.resolve()}").check_file()
+        except BackendError as exc:
+            context.log.warning(f"skipping {file}: {exc}")
+            seen[str(file)] = mtime
+            bad.append(file.name)
             continue
         key, version, changed = register_model(lake, evaluation["name"], model, f"precomputed:{file.resolve()}", source="inbox")
         seen[str(file)] = mtime
@@ -83,7 +91,8 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
         context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered")
     if not run_requests:
         return dg.SensorResult(
-            skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))})" if waiting else ""),
+            skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))})" if waiting else "")
+            + (f" (unreadable, see the log: {', '.join(bad)})" if bad else ""),
             cursor=json.dumps(seen, sort_keys=True),
         )
     return dg.SensorResult(

@@ -128,23 +128,48 @@ class PrecomputedBackend(ModelBackend):
         self._outputs: dict[str, Any] | None = None
 
     def _load_file(self) -> dict[str, Any]:
-        from resources.datasets import _read_table_file
+        """``sample_id -> output`` from the outputs file; raises :class:`BackendError` naming
+        the file and line for unreadable bytes (UTF-8 expected; a byte-order mark is
+        dropped), malformed rows, a missing column, a repeated sample id or no rows."""
+        from resources.datasets import DatasetError, _read_table_file
 
         assert self.path is not None
         if not self.path.exists():
             raise BackendError(f"precomputed outputs file {self.path} does not exist")
-        rows = _read_table_file(self.path)
+        try:
+            rows = _read_table_file(self.path, fix="re-save the outputs file as UTF-8 (it looks like {guess})")
+        except DatasetError as exc:
+            raise BackendError(str(exc)) from None
         if isinstance(rows, dict):
             rows = next((v for v in rows.values() if isinstance(v, list)), [])
-        outputs = {}
+        if not rows:
+            header = getattr(rows, "header", None)
+            raise BackendError(f"precomputed outputs file {self.path} has no rows"
+                               + (f" (only a header: {', '.join(header)})" if header else "") + "; add one row per sample with sample_id and output")
+        lines = getattr(rows, "lines", None)
+        outputs: dict[str, Any] = {}
+        first_line: dict[str, str] = {}
         for i, row in enumerate(rows, start=1):
+            where = f"{self.path}:{lines[i - 1]}" if lines else f"{self.path}: row {i}"
+            if not isinstance(row, dict):
+                raise BackendError(f"{where}: row is {type(row).__name__}, expected an object with sample_id and output")
             for col in ("sample_id", "output"):
                 if col not in row:
-                    raise BackendError(
-                        f"{self.path}: row {i}: column {col!r} not found; columns are: {', '.join(map(str, row))}"
-                    )
-            outputs[str(row["sample_id"])] = row["output"]
+                    raise BackendError(f"{where}: column {col!r} not found; columns are: {', '.join(map(str, row))}")
+            sid = str(row["sample_id"])
+            if sid in outputs:
+                raise BackendError(f"{where}: sample_id {sid!r} repeats the row at {first_line[sid]}; keep one output per sample")
+            outputs[sid] = row["output"]
+            first_line[sid] = f"line {lines[i - 1]}" if lines else f"row {i}"
         return outputs
+
+    def check_file(self) -> int:
+        """Read and check the outputs file now (before any run); returns its row count.
+        Raises :class:`BackendError` as :meth:`_load_file`. No-op (0) for ``column=``."""
+        if self.path is None:
+            return 0
+        self._outputs = self._load_file()
+        return len(self._outputs)
 
     def identity(self) -> dict[str, Any]:
         if self.column is not None:

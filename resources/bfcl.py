@@ -83,13 +83,13 @@ class BFCLDataset(Dataset):
             qfile = self.question_file(category)
             if not qfile.exists():
                 raise DatasetError(f"BFCL file {qfile} does not exist; set path: to the folder holding BFCL_v4_*.json")
-            questions = _as_rows(_read_json_or_jsonl(qfile), qfile)
+            questions = _as_rows(_read_json_or_jsonl(qfile, self.encoding), qfile)
             answers: dict[str, Any] = {}
             if category != "irrelevance":
                 afile = self.answer_file(category)
                 if not afile.exists():
                     raise DatasetError(f"BFCL possible answers {afile} do not exist (needed for category {category})")
-                answers = {str(r["id"]): r.get("ground_truth") for r in _as_rows(_read_json_or_jsonl(afile), afile)}
+                answers = {str(r["id"]): r.get("ground_truth") for r in _as_rows(_read_json_or_jsonl(afile, self.encoding), afile)}
             for q in questions:
                 qid = str(q.get("id"))
                 if category != "irrelevance" and qid not in answers:

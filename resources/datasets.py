@@ -12,10 +12,14 @@ the normalised samples, never its name or path.
 from __future__ import annotations
 
 import ast
+import codecs
 import csv
 import hashlib
+import io
 import json
 import os
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
@@ -32,24 +36,87 @@ class DatasetError(ValueError):
 
 DATASETS: dict[str, type["Dataset"]] = {}
 
+# byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one)
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
+)
+ENCODING_FIX = "set encoding: {guess} in the dataset spec (dataset: {{kind: ..., path: ..., encoding: {guess}}}) or re-save the file as UTF-8"
 
-def _read_jsonl(path: Path, text: str) -> list[Any]:
-    rows = []
+
+class TableRows(list):
+    """Rows read from a file (a list), with ``lines[i]``: the 1-based line where row ``i``
+    starts (None for formats without lines, e.g. Parquet) and ``header`` (CSV)."""
+
+    lines: list[int] | None = None
+    header: list[str] | None = None
+    physical_lines: int | None = None
+
+
+def _guess_encoding(data: bytes) -> str:
+    """A likely single-byte encoding for bytes that are not UTF-8 (cp1252 when they decode
+    as it, else latin-1, which decodes anything)."""
+    try:
+        data.decode("cp1252")
+        return "cp1252"
+    except UnicodeDecodeError:
+        return "latin-1"
+
+
+def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> str:
+    """The text of ``path`` decoded strictly, without a byte-order mark.
+
+    ``encoding``: any Python codec name; default UTF-8, or UTF-16/32 when the file starts
+    with their byte-order mark. A UTF-8 BOM is always dropped. Bytes that do not decode
+    raise :class:`DatasetError` naming the file, the line and column, the byte and the
+    fix (``fix`` is formatted with ``guess``, a likely encoding); an unknown codec name
+    raises :class:`DatasetError` too.
+    """
+    data = path.read_bytes()
+    if encoding:
+        try:
+            name = codecs.lookup(encoding).name
+        except LookupError:
+            raise DatasetError(f"{path}: unknown encoding {encoding!r}; use a Python codec name such as utf-8, cp1252, latin-1, utf-16") from None
+        chosen = "utf-8-sig" if name == "utf-8" else encoding
+    else:
+        chosen = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        text = data.decode(chosen)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        bad = " ".join(f"0x{b:02X}" for b in data[exc.start : min(exc.end, exc.start + 4)])
+        label = "UTF-8" if chosen in ("utf-8", "utf-8-sig") else chosen
+        raise DatasetError(
+            f"{path}:{line}: not valid {label}: byte {bad} at column {column} cannot be decoded ({exc.reason}); "
+            + fix.format(guess=_guess_encoding(data))
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _read_jsonl(path: Path, text: str) -> TableRows:
+    rows, lines = TableRows(), []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
+                                   "each line of a JSON-lines file holds one complete JSON object") from None
+            lines.append(lineno)
+    rows.lines = lines
     return rows
 
 
-def _read_json_or_jsonl(path: Path) -> Any:
+def _read_json_or_jsonl(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> Any:
     """A JSON document, or the rows of a JSON-lines file (``.jsonl``, or ``.json`` holding
     one object per line). Raises :class:`DatasetError` naming the file and line."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, encoding, fix)
     if path.suffix.lower() == ".jsonl":
         return _read_jsonl(path, text)
+    if not text.strip():
+        return TableRows()
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -58,39 +125,121 @@ def _read_json_or_jsonl(path: Path) -> Any:
         raise DatasetError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
 
 
-def _read_table_file(path: Path) -> list[dict[str, Any]]:
+def _read_csv(path: Path, text: str) -> TableRows:
+    """Rows of a CSV text as dicts, every record checked.
+
+    Strict quoting (a quote left open to the end of the file, or text after a closing
+    quote, is an error naming the line where the record starts); every row must have as
+    many cells as the header; the header's names must be unique and non-empty. A quoted
+    cell may hold line breaks: such records are counted, and when any exist a
+    :class:`UserWarning` reports rows read against lines in the file, naming the
+    records (and any line inside a cell that looks like a row of its own).
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    rows, lines = TableRows(), []
+    header: list[str] | None = None
+    multiline: list[tuple[int, int, bool]] = []
+    while True:
+        start = reader.line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise DatasetError(
+                f"{path}:{start}: not valid CSV ({exc}, reading the row that starts on line {start}, "
+                f"at line {reader.line_num}); close the quote opened on line {start}, and double a quote "
+                'inside a quoted cell ("")'
+            ) from None
+        if not record or (len(record) == 1 and not record[0].strip() and header is not None and len(header) > 1):
+            continue  # blank line
+        if header is None:
+            header = list(record)
+            duplicates = sorted({c for c in header if header.count(c) > 1})
+            if duplicates or "" in header:
+                problem = f"repeats column(s) {', '.join(map(repr, duplicates))}" if duplicates else "has an empty column name"
+                raise DatasetError(f"{path}:{start}: the header {problem}; give every column a unique name")
+            continue
+        if len(record) != len(header):
+            raise DatasetError(
+                f"{path}:{start}: row has {len(record)} cells but the header has {len(header)} columns "
+                f"({', '.join(header)}); quote cells that contain commas, and check for a missing or extra delimiter"
+            )
+        end = reader.line_num
+        if end > start:
+            # a line inside a cell "looks like a row" when it parses to the header's width
+            # and its first cell has the shape of this row's first cell (s1 / s2, 17 / 18)
+            looks_like_row = any(
+                len(cells := next(csv.reader([piece]), [])) == len(header) and _shape(cells[0]) == _shape(record[0]) != ""
+                for cell in record if "\n" in cell or "\r" in cell
+                for piece in cell.splitlines()[1:]
+            )
+            multiline.append((start, end, looks_like_row))
+        rows.append(dict(zip(header, record)))
+        lines.append(start)
+    rows.lines, rows.header = lines, header
+    rows.physical_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if multiline:
+        suspicious = [f"line {a}" for a, b, looks in multiline if looks]
+        spans = ", ".join(f"{a}-{b}" for a, b, _ in multiline[:5]) + (" ..." if len(multiline) > 5 else "")
+        warnings.warn(
+            f"{path}: {len(rows)} rows read from {rows.physical_lines - 1} lines after the header: {len(multiline)} "
+            f"row(s) hold line breaks inside quoted cells (lines {spans})"
+            + (f"; the cell opened on {', '.join(suspicious[:3])} contains lines that look like rows of their own: "
+               "check that its quote is closed where the cell ends" if suspicious else ""),
+            DatasetWarning, stacklevel=3,
+        )
+    return rows
+
+
+def _shape(cell: str) -> str:
+    """Character classes of a cell, runs collapsed: ``s12`` -> ``a9``, ``row-7`` -> ``a-9``."""
+    classes = re.sub(r"[A-Za-z]+", "a", re.sub(r"\d+", "9", cell.strip()))
+    return re.sub(r"\s+", " ", classes)
+
+
+class DatasetWarning(UserWarning):
+    """A dataset file loaded, but not one row per line (quoted line breaks); the message
+    gives rows read against lines in the file."""
+
+
+def _read_table_file(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> TableRows:
+    """Rows of a CSV / Parquet / JSON / JSON-lines file as a :class:`TableRows` list.
+
+    Text files are decoded with ``encoding`` (default UTF-8; a byte-order mark is
+    dropped). Raises :class:`DatasetError` naming the file and line for any malformed
+    input (bad bytes, bad JSON, bad CSV quoting or cell counts)."""
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            rows = []
-            try:
-                for row in reader:
-                    if None in row:  # more cells than header columns
-                        raise DatasetError(
-                            f"{path}:{reader.line_num}: row has {len(row) - 1 + len(row[None])} cells but the header has "
-                            f"{len(reader.fieldnames or [])} columns; quote cells that contain commas"
-                        )
-                    rows.append(row)
-            except csv.Error as exc:
-                raise DatasetError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
-            return rows
+        return _read_csv(path, read_text(path, encoding, fix))
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
         try:
-            return pq.read_table(path).to_pylist()
+            return TableRows(pq.read_table(path).to_pylist())
         except Exception as exc:  # noqa: BLE001 - re-raised with the file named
             raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
     if suffix in (".json", ".jsonl"):
-        data = _read_json_or_jsonl(path)
+        data = _read_json_or_jsonl(path, encoding, fix)
         if isinstance(data, dict):
             lists = [v for v in data.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
             if len(lists) > 1:
                 raise DatasetError(f"{path}: the JSON object holds several arrays of rows; keep one (or use JSON lines)")
-            data = lists[0] if lists else [data]  # one JSON-lines row saved as .json
-        return data
+            if lists:
+                data = lists[0]
+            elif any(isinstance(v, list) for v in data.values()) and all(isinstance(v, list) and not v for v in data.values() if isinstance(v, list)):
+                data = []  # {"rows": []}: no rows
+            else:
+                data = [data]  # one JSON-lines row saved as .json
+        return data if isinstance(data, TableRows) else TableRows(data) if isinstance(data, list) else data
     raise DatasetError(f"{path}: unsupported file type {suffix!r}; use .csv, .parquet, .json or .jsonl")
+
+
+def no_rows_message(path: Path, rows: Any) -> str:
+    """The one-line refusal for a file without data rows (names the header when there is one)."""
+    header = getattr(rows, "header", None)
+    what = f"only a header: {', '.join(header)}" if header else "it is empty"
+    return f"{path}: the file has no rows ({what}); add rows or point path: at the right file"
 
 
 def _require(row: Mapping[str, Any], column: str, where: str) -> Any:
@@ -114,6 +263,7 @@ class Dataset:
     path: str | None = None
     name: str | None = None
     limit: int | None = None
+    encoding: str | None = None
     _row_number: int = 0  # 1-based number of the row being normalised (set by load)
 
     kind: ClassVar[str] = ""
@@ -141,7 +291,7 @@ class Dataset:
         path = self.resolved_path()
         if not path.exists():
             raise DatasetError(f"dataset file {path} does not exist; check the path in the evaluation config")
-        return _read_table_file(path)
+        return _read_table_file(path, self.encoding)
 
     def normalize(self, row: Mapping[str, Any]) -> Sample:  # pragma: no cover - abstract
         """Turn one raw row into a :class:`Sample`."""
@@ -157,25 +307,32 @@ class Dataset:
         """Every row normalised, in file order (first ``limit`` rows when set)."""
         path = self.resolved_path()
         rows = self.rows()
+        if not rows:
+            raise DatasetError(no_rows_message(path, rows))
+        lines = getattr(rows, "lines", None)
         if self.limit is not None:
+            if self.limit < 1:
+                raise DatasetError(f"{path}: limit: {self.limit} selects no rows; use a positive limit or drop it")
             rows = rows[: self.limit]
         samples = []
         self.__dict__.pop("_seen_ids", None)
         for i, row in enumerate(rows):
+            where = f"{path}:{lines[i]}: row {i + 1}" if lines and i < len(lines) else f"{path}: row {i + 1}"
             if not isinstance(row, Mapping):
-                raise DatasetError(f"{path}: row {i + 1} is {type(row).__name__}, expected an object")
+                raise DatasetError(f"{where} is {type(row).__name__}, expected an object")
             self._row_number = i + 1
             try:
                 samples.append(self.normalize(row))
             except DatasetError as exc:
-                raise DatasetError(f"{path}: row {i + 1}: {exc}") from None
+                raise DatasetError(f"{where}: {exc}") from None
             except (TypeError, ValueError) as exc:
-                raise DatasetError(f"{path}: row {i + 1}: {exc}") from None
+                raise DatasetError(f"{where}: {exc}") from None
         return samples
 
     def config(self) -> dict[str, Any]:
         """The dataset's configuration as given (kind, path, name, limit, mapping)."""
-        return {"kind": self.kind, "path": self.path, "name": self.display_name, "limit": self.limit, "version": self.version}
+        return {"kind": self.kind, "path": self.path, "name": self.display_name, "limit": self.limit, "version": self.version,
+                **({"encoding": self.encoding} if self.encoding else {})}
 
 
 def _ratings(raw: Any, where: str) -> dict[str, float]:
@@ -338,7 +495,7 @@ class SquadV2Dataset(Dataset):
 
             with pa.memory_map(str(path)) as source:
                 return pa.ipc.open_stream(source).read_all().to_pylist()
-        data = _read_table_file(path) if path.suffix != ".json" else _read_json_or_jsonl(path)
+        data = _read_table_file(path, self.encoding) if path.suffix != ".json" else _read_json_or_jsonl(path, self.encoding)
         if isinstance(data, dict) and "data" in data:  # official SQuAD JSON
             rows = []
             for article in data["data"]:

@@ -181,9 +181,13 @@ class EvaluationSpec:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "EvaluationSpec":
         """Read a spec from a YAML file; a relative dataset path is taken relative to the file."""
+        from resources.datasets import DatasetError, read_text
+
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        try:  # strict UTF-8 (a byte-order mark is dropped): bad bytes are named by line, not a bare UnicodeDecodeError
+            data = yaml.safe_load(read_text(path, fix="re-save the spec as UTF-8 (it looks like {guess})"))
+        except DatasetError as exc:
+            raise SpecError(str(exc)) from None
         except yaml.YAMLError as exc:
             raise SpecError(f"{path}: not valid YAML ({exc})") from None
         spec = cls.from_mapping(data, where=str(path))
@@ -242,7 +246,8 @@ class EvaluationSpec:
         make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
         inputs.update(adapter_fingerprint_inputs(self.adapter))
         if self.privacy and self.privacy.get("anonymise") not in (None, "off", []):
-            inputs["privacy"] = self.privacy
+            # store_raw decides what the lake keeps, not what a model sees
+            inputs["privacy"] = {k: v for k, v in self.privacy.items() if k != "store_raw"}
         return inputs
 
 

@@ -92,6 +92,22 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("ratings", pa.string()),
         ]
     ),
+    # raw sample text, kept only where an evaluation's privacy block sets store_raw (issue 16);
+    # `facetlake sql` exposes it only with --include-raw. Same columns as samples.
+    "samples_raw": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("dataset", pa.string()),
+            ("dataset_hash", pa.string()),
+            ("position", pa.int64()),
+            ("sample_id", pa.string()),
+            ("input", pa.string()),
+            ("references", pa.list_(pa.string())),
+            ("context", pa.list_(pa.string())),
+            ("metadata", pa.string()),
+            ("ratings", pa.string()),
+        ]
+    ),
     "generations": pa.schema(
         [
             ("model", pa.string()),
@@ -419,6 +435,20 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", _TS),
         ]
     ),
+    # evidence exports (issue 16): one row per `facetlake export`, the anchor of its manifest
+    "evidence_exports": pa.schema(
+        [
+            ("exported_at", _TS),
+            ("fingerprint", pa.string()),
+            ("evaluation", pa.string()),
+            ("manifest_sha256", pa.string()),
+            ("public_key_sha256", pa.string()),
+            ("signed", pa.bool_()),
+            ("table_format", pa.string()),
+            ("n_files", pa.int64()),
+            ("folder", pa.string()),
+        ]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -601,6 +631,23 @@ class LakeStore(dg.ConfigurableResource):
         return self.delta(table).version()
 
     # ----------------------------------------------------------------- reads
+    def arrow_dataset(self, table: str, version: int | None = None) -> Any:
+        """A ``pyarrow.dataset.Dataset`` over ``table`` (current or given ``version``).
+
+        A local table is read through pyarrow's native filesystem, not deltalake's
+        Python-implemented one: Arrow IO threads still pre-buffering row groups that a
+        filter skipped would otherwise call into Python while the interpreter exits, and
+        the process aborts (SIGABRT) or hangs after printing its result (issue 16)."""
+        import pyarrow.fs as pa_fs
+
+        delta = self.delta(table, version)
+        uri = self.uri(table)
+        if "://" not in uri or uri.startswith("file://"):
+            filesystem, path = (pa_fs.LocalFileSystem(), uri) if "://" not in uri else pa_fs.FileSystem.from_uri(uri)
+            # deltalake names each data file relative to the table root, percent-decoded
+            return delta.to_pyarrow_dataset(filesystem=pa_fs.SubTreeFileSystem(path, filesystem))
+        return delta.to_pyarrow_dataset()
+
     def read(
         self,
         table: str,
@@ -618,7 +665,7 @@ class LakeStore(dg.ConfigurableResource):
             empty = SCHEMAS[table].empty_table() if table in SCHEMAS else pa.table({})
             frame = pl.from_arrow(empty)
             return frame.select(list(columns)) if columns else frame
-        dataset = self.delta(table, version).to_pyarrow_dataset()
+        dataset = self.arrow_dataset(table, version)
         expr = None
         for column, value in (where or {}).items():
             values = [value] if isinstance(value, str) else list(value)

@@ -118,3 +118,49 @@ KNOWN_ORGANIZATIONS = frozenset({
     "openai", "meta", "facebook", "netflix", "tesla", "intel", "nvidia", "samsung", "sony", "toyota", "who", "unicef",
     "european commission", "united nations", "red cross", "charité", "mayo clinic",
 })
+
+# Generic words that make a capitalised name an organisation when they end it (industry,
+# trade and institution nouns; the NER strategy's typing, resources/anonymise.py).
+ORG_HEAD_WORDS = frozenset(
+    """
+    shipping freight logistics analytics robotics textiles telecom telecoms generics ferries ferry events foods food homes
+    instruments maritime express tavern hotel hotels restaurant bakery library libraries centre center theatre theater
+    museum church club cafe café studio studios media news times press records airline airlines railway railways motors
+    pharma pharmaceuticals insurance bank capital partners aid foundation hospital clinic college school university
+    institute academy agency council ministry trust group holdings ltd inc llc gmbh ag plc sa corp corporation company
+    co. labs laboratories systems solutions services technologies software consulting energy ventures network networks
+    industries manufacturing construction builders realty properties estates brewery winery vineyards farms dairy
+    cooperative union association society federation league party department office bureau authority commission
+    tribune gazette herald journal magazine radio television tv broadcasting publishing books markets stores shop
+    supermarket mall pharmacy surgery practice chambers associates solicitors lawyers bakeries motors automotive
+    aviation airways mining oil gas petroleum chemicals steel foods beverages apparel fashion textile design games
+    """.split()
+)
+
+# Words that open an organisation's name in other languages (Fondazione X, Banco X, Hôpital X).
+ORG_LEAD_WORDS = frozenset(
+    """
+    fondazione fundación fundação fondation stiftung banco banca banque hôpital hospital ospedale klinikum klinik
+    université universidad universidade università universität instituto istituto institut domaine bodega cantina
+    compagnie compañía companhia società gesellschaft verein ifk fc sc ac
+    """.split()
+)
+
+# Words that, right before a capitalised name, make it a person (role and kin nouns, greetings).
+PERSON_LEAD_WORDS = frozenset(
+    """
+    patient client customer claimant defendant plaintiff applicant employee tenant landlord student pupil teacher
+    driver witness colleague husband wife son daughter mother father brother sister partner manager director engineer
+    spokesperson spokesman spokeswoman professor doctor nurse dr mr mrs ms miss mx prof sir dame herr frau mme mlle
+    señor señora sr sra dott signor signora dear hi hello regards sincerely thanks cheers user officer agent chef coach
+    councillor senator judge captain uncle aunt cousin grandson granddaughter niece nephew boss volunteer author writer
+    """.split()
+)
+
+# Prepositions and verbs that, right before a capitalised name, make it a place.
+LOCATION_LEAD_WORDS = frozenset(
+    """
+    in near from to into via through across outside inside around towards toward lives live living lived born
+    moved fled reached visited visit flew sailed drove travelled traveled relocated resides resident based
+    """.split()
+)

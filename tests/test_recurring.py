@@ -270,7 +270,7 @@ def test_commands_take_the_evaluation_name_or_a_unique_prefix(lake, fresh_instan
     listing = runner.invoke(app, ["evaluations", "--lake", lake.root, "--format", "csv"])
     rows = list(pl.read_csv(listing.output.encode()).iter_rows(named=True))
     assert [(r["evaluation"], r["models"], r["status"]) for r in rows] == [("support-bot", "bot", "current")]
-    for command in (["lineage", "-e", "support"], ["export", "-e", "support-bot", "--out", str(tmp_path / "ev")]):
+    for command in (["lineage", "-e", "support"], ["export", "-e", "support-bot", "--out", str(tmp_path / "ev"), "--unsigned"]):
         result = runner.invoke(app, [*command, "--lake", lake.root])
         assert result.exit_code == 0, result.output
     archived = runner.invoke(app, ["evaluations", "archive", "support-bot", "--lake", lake.root])

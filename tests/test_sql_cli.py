@@ -117,25 +117,25 @@ def test_main_prints_a_panic_and_markup_errors_as_one_literal_line(monkeypatch, 
     import resources.sql
 
     monkeypatch.delenv("FACETLAKE_DEBUG", raising=False)
-    monkeypatch.setattr(resources.sql, "query", lambda lake, sql: (_ for _ in ()).throw(PanicException("rust panicked [/]")))
+    monkeypatch.setattr(resources.sql, "query", lambda *a, **k: (_ for _ in ()).throw(PanicException("rust panicked [/]")))
     assert _run_main(monkeypatch, ["sql", "--lake", many_file_lake.root, "select 1"]) == 1
     err = capsys.readouterr().err
     assert "error: PanicException: rust panicked [/]" in err
     assert "Traceback" not in err
 
-    monkeypatch.setattr(resources.sql, "query", lambda lake, sql: (_ for _ in ()).throw(RuntimeError("[red]kept[/red] [/]")))
+    monkeypatch.setattr(resources.sql, "query", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("[red]kept[/red] [/]")))
     assert _run_main(monkeypatch, ["sql", "--lake", many_file_lake.root, "select 1"]) == 1
     err = capsys.readouterr().err
     assert "error: RuntimeError: [red]kept[/red] [/]" in err
 
     # FACETLAKE_DEBUG shows the traceback (the exception propagates); Ctrl-C stays click's
     # "Aborted!" with status 130, not an error line
-    monkeypatch.setattr(resources.sql, "query", lambda lake, sql: (_ for _ in ()).throw(PanicException("again")))
+    monkeypatch.setattr(resources.sql, "query", lambda *a, **k: (_ for _ in ()).throw(PanicException("again")))
     monkeypatch.setenv("FACETLAKE_DEBUG", "1")
     monkeypatch.setattr(sys, "argv", ["facetlake", "sql", "--lake", many_file_lake.root, "select 1"])
     with pytest.raises(PanicException):
         cli.main()
     monkeypatch.delenv("FACETLAKE_DEBUG")
-    monkeypatch.setattr(resources.sql, "query", lambda lake, sql: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(resources.sql, "query", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     assert _run_main(monkeypatch, ["sql", "--lake", many_file_lake.root, "select 1"]) == 130
     assert "error:" not in capsys.readouterr().err
