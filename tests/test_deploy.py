@@ -104,13 +104,17 @@ def test_a_rescore_on_shared_infrastructure_leaves_generations_untouched(infra, 
 LIVE_N = 16
 
 
-def _live_spec(tmp_path, name: str, base_url: str, n: int = LIVE_N):
+def _question(evaluation: str, i: int) -> str:
+    return f"{evaluation}: question number {i}"  # each evaluation its own dataset content (and fingerprint)
+
+
+def _live_spec(tmp_path, name: str, base_url: str, model: str, n: int = LIVE_N):
     """A live evaluation of ``n`` questions with unique texts against ``base_url`` (one
     request at a time, rows stored every 2 samples)."""
     import yaml
 
     data = tmp_path / f"{name}.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i:02d}", "question": f"question number {i}", "answer": f"answer {i}"}) + "\n"
+    data.write_text("".join(json.dumps({"id": f"q{i:02d}", "question": _question(name, i), "answer": f"answer {i}"}) + "\n"
                             for i in range(n)))
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(yaml.safe_dump({
@@ -119,7 +123,7 @@ def _live_spec(tmp_path, name: str, base_url: str, n: int = LIVE_N):
         "adapter": {"kind": "chat", "template": "{input}"},
         "generation": {"temperature": 0.0, "max_tokens": 8, "seed": 0},
         "runtime": {"api_key_env": KEY_ENV, "concurrency": 1, "write_batch_size": 2, "max_retries": 0},
-        "models": {"live": f"api:recording@{base_url}"},
+        "models": {model: f"api:recording@{base_url}"},
         "metrics": ["token_f1"],
     }))
     return spec
@@ -197,7 +201,7 @@ def test_two_concurrent_runs_on_one_lake_send_each_request_once(infra, s3_lake, 
 
     from tests.support.services import BIN, PROJECT_ROOT
 
-    spec = _live_spec(tmp_path, "deploy-live-twice", live_server.base_url)
+    spec = _live_spec(tmp_path, "deploy-live-twice", live_server.base_url, "twice")
     env = infra.env
     procs = [subprocess.Popen([str(BIN / "facetlake"), "run", str(spec), "--submit"], cwd=PROJECT_ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -205,11 +209,11 @@ def test_two_concurrent_runs_on_one_lake_send_each_request_once(infra, s3_lake, 
     for proc, (out, err) in zip(procs, outs):
         assert proc.returncode == 0, f"stdout: {out[-3000:]}\nstderr: {err[-3000:]}\n--- daemon\n{infra.log_tail('daemon')}"
     asked = _requests_per_question(live_server)
-    assert sorted(asked) == sorted(f"question number {i}" for i in range(LIVE_N))
+    assert sorted(asked) == sorted(_question("deploy-live-twice", i) for i in range(LIVE_N))
     assert set(asked.values()) == {1}, (_runs_table(infra), {q: n for q, n in asked.items() if n != 1})  # no request sent twice
-    gens = s3_lake.read("generations").filter(pl.col("model") == "live")
+    gens = s3_lake.read("generations").filter(pl.col("model") == "twice")
     assert gens.height == LIVE_N and gens["sample_id"].n_unique() == LIVE_N and set(gens["status"]) == {"ok"}
-    scores = s3_lake.read("scores", where={"metric": "token_f1"}).filter(pl.col("model") == "live")
+    scores = s3_lake.read("scores", where={"metric": "token_f1"}).filter(pl.col("model") == "twice")
     assert scores.height == LIVE_N and scores["sample_id"].n_unique() == LIVE_N
     _queue_is_free(infra)
 
@@ -237,7 +241,7 @@ def test_a_worker_killed_mid_generation_is_recovered_without_duplicates(infra, s
 
     from tests.support.services import BIN, PROJECT_ROOT
 
-    spec = _live_spec(tmp_path, "deploy-live-kill", live_server.base_url)
+    spec = _live_spec(tmp_path, "deploy-live-kill", live_server.base_url, "killed")
     env = infra.env
     proc = subprocess.Popen([str(BIN / "facetlake"), "run", str(spec), "--submit"], cwd=PROJECT_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -245,7 +249,7 @@ def test_a_worker_killed_mid_generation_is_recovered_without_duplicates(infra, s
     def stored() -> pl.DataFrame:
         if not s3_lake.exists("generations"):
             return pl.DataFrame({"sample_id": []}, schema={"sample_id": pl.Utf8})
-        return s3_lake.read("generations").filter(pl.col("model") == "live")
+        return s3_lake.read("generations").filter(pl.col("model") == "killed")
 
     deadline = time.time() + 600
     while stored().height < 4:
@@ -255,16 +259,19 @@ def test_a_worker_killed_mid_generation_is_recovered_without_duplicates(infra, s
     before = set(stored()["sample_id"])
     victim = _busy_worker(infra)
     infra.stop(victim, signal.SIGKILL)
+    asked_at_kill = len(live_server.received)
+    assert asked_at_kill < LIVE_N  # the kill interrupted the generation step
     infra.start_worker("worker-3")  # capacity comes back, as an autoscaler would
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, f"stdout: {out[-3000:]}\nstderr: {err[-3000:]}\n--- daemon\n{infra.log_tail('daemon')}"
     gens = stored()
     assert gens.height == LIVE_N and gens["sample_id"].n_unique() == LIVE_N and set(gens["status"]) == {"ok"}
     asked = _requests_per_question(live_server)
-    stored_questions = {f"question number {int(sid[1:])}" for sid in before}
+    stored_questions = {_question("deploy-live-kill", int(sid[1:])) for sid in before}
     assert all(asked[q] == 1 for q in stored_questions), asked  # finished samples were not generated again
-    assert set(asked) == {f"question number {i}" for i in range(LIVE_N)}
+    assert set(asked) == {_question("deploy-live-kill", i) for i in range(LIVE_N)}
     assert sum(asked.values()) <= LIVE_N + 2  # at most the one unsaved batch in flight is asked again
-    scores = s3_lake.read("scores", where={"metric": "token_f1"}).filter(pl.col("model") == "live")
+    assert len(live_server.received) > asked_at_kill  # the rest was generated after the kill, on another worker
+    scores = s3_lake.read("scores", where={"metric": "token_f1"}).filter(pl.col("model") == "killed")
     assert scores.height == LIVE_N and scores["sample_id"].n_unique() == LIVE_N
     _queue_is_free(infra)
