@@ -55,12 +55,14 @@ def build_executor(kind: str | None = None) -> dg.ExecutorDefinition:
     if kind == "celery":
         from dagster_celery import celery_executor
 
-        config = {}
+        # acknowledged when finished: a step whose worker dies goes to another worker (deploy/celery.yaml)
+        config: dict = {"config_source": {"task_acks_late": True, "task_reject_on_worker_lost": True,
+                                          "worker_prefetch_multiplier": 1}}
         if os.environ.get("FACETLAKE_CELERY_BROKER"):
             config["broker"] = {"env": "FACETLAKE_CELERY_BROKER"}
         if os.environ.get("FACETLAKE_CELERY_BACKEND"):
             config["backend"] = {"env": "FACETLAKE_CELERY_BACKEND"}
-        return celery_executor.configured(config, name="celery") if config else celery_executor
+        return celery_executor.configured(config, name="celery")
     raise ValueError(f"FACETLAKE_EXECUTOR={kind!r} is not an executor; use one of {', '.join(EXECUTORS)}")
 
 

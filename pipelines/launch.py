@@ -90,12 +90,40 @@ def create_run(instance: dg.DagsterInstance, context: Any, spec: RunSpec) -> dg.
     )
 
 
+def ensure_pool_limits(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """Give every pool ``run`` needs its limit (dagster.yaml ``concurrency.pools.default_limit``)
+    before the run is queued; returns the pools initialised now.
+
+    Dagster's run queue reads the set of limited pools once per pass and only then
+    initialises a pool seen for the first time to the default limit, so two runs queued
+    together on a fresh instance both pass a pool of limit 1 (seen here: two concurrent
+    ``facetlake run --submit`` of one live evaluation sent every request twice). With the
+    limit in place first, the queue holds the second run until the first has finished.
+    """
+    pools = sorted(p for p in ((run.run_op_concurrency.all_pools if run.run_op_concurrency else None) or []) if p)
+    if not pools or instance.global_op_concurrency_default_limit is None:
+        return []
+    storage = instance.event_log_storage
+    known = storage.get_concurrency_keys()
+    done = []
+    for pool in (p for p in pools if p not in known):
+        try:
+            if storage.initialize_concurrency_limit_to_default(pool):
+                done.append(pool)
+        except Exception:
+            # another process initialised it at the same moment (unique key): fine once it is there
+            if pool not in storage.get_concurrency_keys():
+                raise
+    return done
+
+
 def start_runs(instance: dg.DagsterInstance, context: Any, specs: Sequence[RunSpec], submit: bool) -> list[str]:
     """Create each run and hand it to the run coordinator (``submit``) or the run launcher."""
     ids = []
     for spec in specs:
         run = create_run(instance, context, spec)
         if submit:
+            ensure_pool_limits(instance, run)
             instance.submit_run(run.run_id, context)
         else:
             instance.launch_run(run.run_id, context)

@@ -8,11 +8,13 @@ Starlette + uvicorn on 127.0.0.1 over real HTTP; no model. Replies:
   so the output carries whatever placeholders were sent.
 
 ``received`` keeps every raw request body (bytes) and ``authorizations`` every bearer
-token seen; ``api_key`` (when set) makes other tokens a 401.
+token seen; ``api_key`` (when set) makes other tokens a 401; ``delay_s`` holds each
+reply that long (to kill a worker or start a rival while a run is mid-generation).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -28,8 +30,10 @@ from starlette.routing import Route
 class RecordingServer:
     """See the module docstring."""
 
-    def __init__(self, api_key: str | None = None, ner: Callable[[str], list[dict[str, str]]] | None = None, ner_reply: str | None = None) -> None:
+    def __init__(self, api_key: str | None = None, ner: Callable[[str], list[dict[str, str]]] | None = None, ner_reply: str | None = None,
+                 delay_s: float = 0.0) -> None:
         self.api_key = api_key
+        self.delay_s = delay_s
         self.ner = ner
         self.ner_reply = ner_reply
         self.received: list[bytes] = []
@@ -63,6 +67,8 @@ class RecordingServer:
     async def _record(self, request: Request) -> tuple[dict[str, Any], JSONResponse | None]:
         raw = await request.body()
         self.received.append(raw)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         auth = request.headers.get("authorization", "")
         self.authorizations.append(auth)
         if self.api_key and auth != f"Bearer {self.api_key}":

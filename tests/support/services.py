@@ -107,8 +107,9 @@ class Infra:
 
 
 @contextlib.contextmanager
-def deployment(tmp: Path, workers: int = 2, daemon: bool = True) -> Iterator[Infra]:
-    """PostgreSQL database + RabbitMQ vhost + moto S3 + ``workers`` Celery workers + a daemon."""
+def deployment(tmp: Path, workers: int = 2, daemon: bool = True, extra_env: dict[str, str] | None = None) -> Iterator[Infra]:
+    """PostgreSQL database + RabbitMQ vhost + moto S3 + ``workers`` Celery workers + a daemon;
+    ``extra_env`` is set for every process (e.g. an API key the workers need)."""
     import boto3
     import psycopg2
 
@@ -142,6 +143,7 @@ def deployment(tmp: Path, workers: int = 2, daemon: bool = True) -> Iterator[Inf
         "AWS_SECRET_ACCESS_KEY": "facetlake-test-secret",
         "FACETLAKE_INBOX": str(tmp / "inbox"),
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(extra_env or {}),
     }
     infra = Infra(env=env, home=home, bucket=bucket, lake_uri=env["FACETLAKE_LAKE"], s3_endpoint=endpoint, logs=logs)
     try:
