@@ -47,6 +47,24 @@ def sample_rows(samples: Iterable[Sample], fingerprint: str, dataset: str, datas
     ]
 
 
+def sample_frame(samples: list[Sample], fingerprint: str, dataset: str, dataset_hash: str) -> pl.DataFrame:
+    """The rows of :func:`sample_rows` as one polars frame built column by column (what the
+    ``samples`` asset writes: no dict per row). Empty metadata / ratings are ``{}``."""
+    def meta(m: Any) -> str:
+        return json.dumps(dict(m), ensure_ascii=False, default=str) if m else "{}"
+
+    def rate(r: Any) -> str:
+        return json.dumps({k: (None if v != v else v) for k, v in r.items()}) if r else "{}"
+
+    n = len(samples)
+    return pl.DataFrame({
+        "fingerprint": [fingerprint] * n, "dataset": [dataset] * n, "dataset_hash": [dataset_hash] * n,
+        "position": list(range(n)), "sample_id": [s.sample_id for s in samples], "input": [s.input for s in samples],
+        "references": [list(s.references) for s in samples], "context": [list(s.context) for s in samples],
+        "metadata": [meta(s.metadata) for s in samples], "ratings": [rate(s.ratings) for s in samples],
+    }, schema_overrides={"position": pl.Int64, "references": pl.List(pl.String), "context": pl.List(pl.String)})
+
+
 def samples_from_frame(frame: pl.DataFrame) -> list[Sample]:
     """Samples back from ``samples`` table rows (in stored order).
 

@@ -8,7 +8,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_rows
+from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_frame, sample_rows
 from metric_ops.base import Sample
 from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
@@ -185,12 +185,13 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
         )
     # anonymised text when the evaluation's privacy policy is on; raw only if privacy.store_raw (issue 16)
     to_store, keep_raw = samples_for_lake(loaded, spec.privacy)
-    rows = sample_rows(to_store, fingerprint, dataset.display_name, digest)
     stored = lake.read("samples", where={"fingerprint": fingerprint}, columns=["dataset_hash"])
-    reused = (stored.height == len(rows) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
+    reused = (stored.height == len(to_store) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
               and not spec.privacy)  # anonymised rows are rewritten: the policy may have changed
     # content-addressed: identical content is not rewritten (the table's Delta version stays)
-    version = lake.version("samples") if reused else lake.replace("samples", rows, {"fingerprint": fingerprint})
+    version = (lake.version("samples") if reused
+               else lake.replace("samples", sample_frame(to_store, fingerprint, dataset.display_name, digest), {"fingerprint": fingerprint}))
+    rows = to_store
     store_raw_samples(lake, sample_rows(loaded, fingerprint, dataset.display_name, digest) if keep_raw else None, fingerprint)
     previous = _previous_fingerprint(lake, row)
     record_run(
