@@ -161,7 +161,7 @@ for name, fn in fns.items():
     try:
         fn(pairs[0]["output"], pairs[0]["reference"])
     except Exception as exc:
-        first = [line for line in str(exc).splitlines() if line.strip()][:1] or [""]
+        first = [line for line in str(exc).splitlines() if any(c.isalpha() for c in line)][:1] or [""]
         res[name] = {"missing": f"{type(exc).__name__}: {first[0].strip()[:100]}"}
         continue
     res[name] = loop(lambda p: fn(p["output"], p["reference"]), pairs)
@@ -224,6 +224,62 @@ def run_side(python: str, code: str, pairs_file: str, out: str, budget: float) -
     return result
 
 
+RAGAS_EVALUATE = r"""
+import json, os, sys, warnings
+warnings.filterwarnings("ignore")
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+pairs = json.load(open(sys.argv[1]))
+from ragas import evaluate, EvaluationDataset
+from ragas.dataset_schema import SingleTurnSample
+import ragas.metrics as rm
+metrics = [rm.BleuScore(), rm.RougeScore(rouge_type="rougeL", mode="fmeasure"), rm.ChrfScore(), rm.ExactMatch(),
+           rm.NonLLMStringSimilarity()]
+ds = EvaluationDataset(samples=[SingleTurnSample(response=p["output"], reference=p["reference"]) for p in pairs])
+result = evaluate(ds, metrics=metrics, show_progress=False)
+print(len(result.to_pandas()))
+"""
+
+SFRES_SPEC = """name: sfres-small-run
+dataset: {kind: sfres}
+models:
+  sfres-system: "precomputed:column=system_output"
+metrics: [bleu, rouge_l, chrf, exact_match, token_f1]
+"""
+
+
+def small_run(peer_python: str, rounds: int) -> None:
+    """``facetlake run`` on the 1,181 SF-RES pairs with 5 lexical metrics against ragas
+    ``evaluate()`` on the same pairs with its 5 non-LLM metrics: whole-process wall time
+    (imports included), rounds interleaved, medians."""
+    import statistics
+
+    data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())
+    pairs = [{"id": str(i), "output": d["system_output"], "reference": d["reference"]} for i, d in enumerate(data)]
+    times: dict[str, list[float]] = {"facetlake run": [], "ragas evaluate()": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        pf = os.path.join(tmp, "pairs.json")
+        Path(pf).write_text(json.dumps(pairs))
+        spec = Path(tmp) / "sfres.yaml"
+        spec.write_text(SFRES_SPEC)
+        for r in range(rounds):
+            env = {**os.environ, "DAGSTER_HOME": os.path.join(tmp, f"home{r}"), "FACETLAKE_LAKE": os.path.join(tmp, f"lake{r}")}
+            os.makedirs(env["DAGSTER_HOME"])
+            t0 = time.perf_counter()
+            subprocess.run([str(Path(sys.executable).parent / "facetlake"), "run", str(spec)], cwd=ROOT, env=env, check=True,
+                           capture_output=True)
+            times["facetlake run"].append(time.perf_counter() - t0)
+            if Path(peer_python).exists():
+                t0 = time.perf_counter()
+                subprocess.run([peer_python, "-c", RAGAS_EVALUATE, pf], cwd=ROOT, check=True, capture_output=True)
+                times["ragas evaluate()"].append(time.perf_counter() - t0)
+    for name, ts in times.items():
+        if ts:
+            print(f"{name}: median {statistics.median(ts):.1f} s over {len(ts)} rounds ({', '.join(f'{t:.1f}' for t in ts)}), "
+                  f"{len(pairs):,} pairs, 5 lexical metrics, whole process")
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=5000)
@@ -232,7 +288,12 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=60.0,
                         help="a peer metric slower than this over all pairs is timed on the pairs done by then")
     parser.add_argument("--json", help="also write the raw results here")
+    parser.add_argument("--small-run", type=int, metavar="ROUNDS",
+                        help="instead: facetlake run on the 1,181 SF-RES pairs against ragas evaluate(), ROUNDS interleaved rounds")
     args = parser.parse_args()
+    if args.small_run:
+        small_run(args.peer_python, args.small_run)
+        return
     from rich.console import Console
     from rich.table import Table
 
@@ -263,8 +324,10 @@ def main() -> None:
             entry = res.get(metric) if "_error" not in res else {"missing": res["_error"]}
             if entry is None or "missing" in entry:
                 row.append("n/a")
-                if (side, metric) in WHY or entry:
-                    notes.append(f"{side} / {metric}: {(entry or {}).get('missing', '')} {WHY.get((side, metric), '')}".strip())
+                reason = WHY.get((side, metric)) or (entry or {}).get("missing", "")
+                if (side, metric) in WHY and "Error" in (entry or {}).get("missing", ""):
+                    reason = f"{entry['missing']}; {reason}"
+                notes.append(f"{side} / {metric}: not available: {reason}")
                 continue
             n = entry.get("n", len(pairs))
             ms = 1000 * entry["s"] / n
