@@ -229,3 +229,52 @@ def test_commits_and_writes_per_run_do_not_grow_with_samples(tmp_path, instance,
     assert commits[10] == commits[60]
     assert ("scores", "DataFrame") in commits[60][1]
     assert ("scores", "list") not in commits[60][1]
+
+
+# --------------------------------------------------------------------------- sample checks without GE on the clean path
+def _cases():
+    ok = [Sample("1", "a", ("x",), (), {}, {"r": 3.0}), Sample("2", "b", ("y",), (), {}, {"r": float("nan")})]
+    return {
+        "clean": ok,
+        "blank input": ok + [Sample("3", "  ", ("z",))],
+        "no references": ok + [Sample("3", "c", ())],
+        "duplicate id": ok + [Sample("1", "c", ("z",))],
+        "rating above range": ok + [Sample("3", "c", ("z",), (), {}, {"r": 7.0})],
+        "rating below range": ok + [Sample("3", "c", ("z",), (), {}, {"r": 0.5})],
+        "rating at the bounds": ok + [Sample("3", "c", ("z",), (), {}, {"r": 1.0}), Sample("4", "d", ("w",), (), {}, {"r": 6.0})],
+    }
+
+
+@pytest.mark.slow
+def test_the_column_precheck_agrees_with_great_expectations():
+    """_all_pass says True exactly when Great Expectations passes all three checks."""
+    from assets import samples as sa
+    from resources.datasets import DATASETS
+
+    for name, samples in _cases().items():
+        frame = sa._validation_frame(samples)
+        cls = DATASETS["sfres"]  # ratings 1-6, references required
+        required = [f for f in cls.required_fields if f in frame.columns]
+        validator = sa._Validator(frame)
+        ge_ok = all(validator.validate("ExpectColumnValuesToNotBeNull", column=c)[0] for c in required)
+        ge_ok &= validator.validate("ExpectColumnValuesToBeUnique", column="sample_id")[0]
+        ge_ok &= all(validator.validate("ExpectColumnValuesToBeBetween", column=c, min_value=cls.rating_range[0],
+                                        max_value=cls.rating_range[1])[0] for c in frame.columns if c.startswith("rating:"))
+        assert sa._all_pass(frame, required, cls.rating_range) == ge_ok, name
+        assert ge_ok == (name in ("clean", "rating at the bounds")), name
+        checks = {c.check_name: c.passed for c in sa.validate_samples(samples, "sfres")}
+        assert all(checks.values()) == ge_ok, (name, checks)
+
+
+def test_clean_samples_are_checked_without_importing_great_expectations():
+    code = (
+        "import sys\n"
+        "from assets.samples import validate_samples\n"
+        "from metric_ops import Sample\n"
+        "checks = validate_samples([Sample('1', 'a', ('x',)), Sample('2', 'b', ('y',))], 'sfres')\n"
+        "assert all(c.passed for c in checks), checks\n"
+        "print('great_expectations' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "False"
