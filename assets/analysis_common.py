@@ -25,11 +25,37 @@ def pinned_versions(lake: LakeStore, tables: Iterable[str] = READ_TABLES) -> dic
 
 
 def read_pinned(lake: LakeStore, table: str, versions: Mapping[str, int | None], where: Mapping[str, Any]) -> pl.DataFrame:
-    """``table`` rows matching ``where`` at the pinned version (empty frame when absent)."""
+    """``table`` rows matching ``where`` at the pinned version (empty frame when absent);
+    ``scores`` through :func:`read_scores`."""
     version = versions.get(table)
+    if table == "scores":
+        return read_scores(lake, where, version)
     if version is None:
         return lake.read(table, where=where)
     return lake.read(table, where=where, version=version)
+
+
+def read_scores(lake: LakeStore, where: Mapping[str, Any], version: int | None = None) -> pl.DataFrame:
+    """``scores`` rows matching ``where`` for the analysis: every column, but ``detail``
+    only where the analysis reads it, on corpus-level rows (``sample_id`` null: their
+    sufficient statistics); per-sample rows carry a null ``detail``. The per-sample
+    details (JSON strings, the bulk of the table's bytes) are never decoded, so a read of
+    a million score rows moves a fraction of the data."""
+    import pyarrow.dataset as ds
+
+    if not lake.exists("scores"):
+        return lake.read("scores", where=where)
+    dataset = lake.arrow_dataset("scores", version)
+    expr = None
+    for column, value in where.items():
+        term = ds.field(column).isin([value] if isinstance(value, str) else list(value))
+        expr = term if expr is None else expr & term
+    per_sample = ds.field("sample_id").is_valid()
+    columns = [c for c in dataset.schema.names if c != "detail"]
+    rows = pl.from_arrow(dataset.to_table(filter=per_sample if expr is None else expr & per_sample, columns=columns))
+    corpus = pl.from_arrow(dataset.to_table(filter=~per_sample if expr is None else expr & ~per_sample))
+    rows = rows.with_columns(pl.lit(None, pl.String).alias("detail")).select(corpus.columns)
+    return pl.concat([rows, corpus], how="vertical")
 
 
 def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: pl.DataFrame) -> dict[str, Any]:

@@ -6,6 +6,7 @@ annotation's value with ``metric_params: {METRIC: {use_annotation: NAME}}``.
 
 
 import dagster as dg
+import polars as pl
 
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from assets.partitions import pair_partitions
@@ -49,11 +50,15 @@ def annotations(context: dg.AssetExecutionContext, lake: LakeStore, backends: Mo
     spec = evaluation_spec(lake, fingerprint)
     dataset = evaluation_row(lake, fingerprint)["dataset"]
     annotators = make_annotators(spec.annotators, backend_factory=lambda s: backends.backend_for(s, spec.runtime))
-    samples = load_samples(lake, fingerprint)
-    gens = latest_rows(lake.read("generations", where={"model": model, "fingerprint": fingerprint}))
-    outputs_by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
-    outputs = [outputs_by_id.get(s.sample_id) for s in samples]
-    results = run_annotators(annotators, samples, outputs) if annotators else {}
+    samples, results = [], {}
+    if annotators:  # no annotators: nothing to read (the replace below still clears stale rows)
+        samples = load_samples(lake, fingerprint)
+        gens = latest_rows(lake.read("generations", where={"model": model, "fingerprint": fingerprint},
+                                     columns=["sample_id", "output", "status", "created_at"]))
+        outputs_by_id = dict(zip(gens["sample_id"].to_list(),
+                                 gens.select(pl.when(pl.col("status") == "ok").then(pl.col("output"))).to_series().to_list()))
+        outputs = [outputs_by_id.get(s.sample_id) for s in samples]
+        results = run_annotators(annotators, samples, outputs)
     now = utcnow()
     rows = []
     for annotator in annotators:
@@ -72,8 +77,6 @@ def annotations(context: dg.AssetExecutionContext, lake: LakeStore, backends: Mo
         provenance={"annotators": spec.annotators, "signatures": {a.name: a.signature() for a in annotators},
                     "read": {"generations": lake.version("generations")}},
     )
-    import polars as pl
-
     per = (
         pl.DataFrame(rows).group_by("annotator").agg(pl.col("matched").sum().alias("n_matched"), pl.len().alias("n_total")).sort("annotator")
         if rows else pl.DataFrame()

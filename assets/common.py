@@ -47,32 +47,74 @@ def sample_rows(samples: Iterable[Sample], fingerprint: str, dataset: str, datas
     ]
 
 
+def sample_frame(samples: list[Sample], fingerprint: str, dataset: str, dataset_hash: str) -> pl.DataFrame:
+    """The rows of :func:`sample_rows` as one polars frame built column by column (what the
+    ``samples`` asset writes: no dict per row). Empty metadata / ratings are ``{}``."""
+    def meta(m: Any) -> str:
+        return json.dumps(dict(m), ensure_ascii=False, default=str) if m else "{}"
+
+    def rate(r: Any) -> str:
+        return json.dumps({k: (None if v != v else v) for k, v in r.items()}) if r else "{}"
+
+    n = len(samples)
+    return pl.DataFrame({
+        "fingerprint": [fingerprint] * n, "dataset": [dataset] * n, "dataset_hash": [dataset_hash] * n,
+        "position": list(range(n)), "sample_id": [s.sample_id for s in samples], "input": [s.input for s in samples],
+        "references": [list(s.references) for s in samples], "context": [list(s.context) for s in samples],
+        "metadata": [meta(s.metadata) for s in samples], "ratings": [rate(s.ratings) for s in samples],
+    }, schema_overrides={"position": pl.Int64, "references": pl.List(pl.String), "context": pl.List(pl.String)})
+
+
 def samples_from_frame(frame: pl.DataFrame) -> list[Sample]:
-    """Samples back from ``samples`` table rows (in stored order)."""
+    """Samples back from ``samples`` table rows (in stored order).
+
+    Built from whole columns (no dict per row); empty ``metadata`` / ``ratings`` JSON
+    (``{}``, the usual case) is not parsed."""
     if "position" in frame.columns:
         frame = frame.sort("position")
+    columns = {name: frame.get_column(name).to_list() for name in ("sample_id", "input", "references", "context", "metadata", "ratings")}
     out = []
-    for row in frame.iter_rows(named=True):
-        ratings = {k: (float("nan") if v is None else float(v)) for k, v in json.loads(row["ratings"] or "{}").items()}
+    for sample_id, text, references, context, metadata, ratings in zip(*columns.values()):
         out.append(
             Sample(
-                sample_id=row["sample_id"],
-                input=row["input"],
-                references=tuple(row["references"] or ()),
-                context=tuple(row["context"] or ()),
-                metadata=json.loads(row["metadata"] or "{}"),
-                ratings=ratings,
+                sample_id=sample_id,
+                input=text,
+                references=tuple(references or ()),
+                context=tuple(context or ()),
+                metadata=json.loads(metadata) if metadata and metadata != "{}" else {},
+                ratings={k: (float("nan") if v is None else float(v)) for k, v in json.loads(ratings).items()}
+                if ratings and ratings != "{}" else {},
             )
         )
     return out
 
 
+_SAMPLES_CACHE: dict[tuple, list[Sample]] = {}
+
+
 def load_samples(lake: LakeStore, fingerprint: str) -> list[Sample]:
-    """The stored samples of ``fingerprint``; raises a clear error when absent."""
+    """The stored samples of ``fingerprint``; raises a clear error when absent.
+
+    Kept in memory per process for the table version read (keyed by the table's
+    location, its Delta table id and version, and the fingerprint): one in-process run
+    reads and decodes an evaluation's samples once, not once per asset (generations,
+    annotations, scores, analysis). Any write to ``samples`` makes a new version, so a
+    stale list is never returned. Callers get their own list; the Samples are frozen.
+    """
+    key = None
+    if lake.exists("samples"):
+        delta = lake.delta("samples")
+        key = (lake.uri("samples"), delta.metadata().id, delta.version(), fingerprint)
+        if key in _SAMPLES_CACHE:
+            return list(_SAMPLES_CACHE[key])
     frame = lake.read("samples", where={"fingerprint": fingerprint})
     if frame.height == 0:
         raise dg.Failure(f"no samples stored for fingerprint {fingerprint[:12]}; materialise the samples asset for it first")
-    return samples_from_frame(frame)
+    samples = samples_from_frame(frame)
+    if key is not None:
+        _SAMPLES_CACHE.clear()  # one evaluation at a time: bounded memory
+        _SAMPLES_CACHE[key] = samples
+    return list(samples)
 
 
 def record_run(

@@ -46,6 +46,23 @@ class GenerationsConfig(dg.Config):
     retry_errors: bool = True
 
 
+def _frame(pending: list, model: str, fingerprint: str, dataset: str, backend: str, run_id: str):
+    """``generations`` rows of (request, result) pairs as a polars frame, column by column."""
+    import polars as pl
+
+    n = len(pending)
+    results = [r for _, r in pending]
+    return pl.DataFrame({
+        "model": [model] * n, "fingerprint": [fingerprint] * n, "dataset": [dataset] * n,
+        "sample_id": [r.sample_id for r in results], "output": [r.output for r in results],
+        "status": [r.status for r in results], "error": [r.error for r in results], "backend": [backend] * n,
+        "prompt": [q.prompt for q, _ in pending], "latency_s": [r.latency_s for r in results],
+        "tokens_in": [r.tokens_in for r in results], "tokens_out": [r.tokens_out for r in results],
+        "run_id": [run_id] * n, "created_at": [utcnow()] * n,
+    }, schema_overrides={"output": pl.String, "error": pl.String, "latency_s": pl.Float64, "tokens_in": pl.Int64,
+                         "tokens_out": pl.Int64, "created_at": pl.Datetime("us", "UTC")})
+
+
 @dg.asset(
     partitions_def=pair_partitions,
     deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"],
@@ -124,13 +141,13 @@ def generations(
                 if live:  # persist every batch: a killed run loses at most this one
                     _write(lake, pending, row, model, fingerprint, context.run_id)
                     pending = []
-    rows_now = [row(q, r) for q, r in pending]
     if live:
         _write(lake, pending, row, model, fingerprint, context.run_id)
         version, n_rows = compact_partition(lake, model, fingerprint)
-    else:
-        version = lake.replace("generations", rows_now, {"model": model, "fingerprint": fingerprint})
-        n_rows = len(rows_now)
+    else:  # one columnar frame (no dict per row) in one commit
+        version = lake.replace("generations", _frame(pending, model, fingerprint, dataset, backend.kind, context.run_id),
+                               {"model": model, "fingerprint": fingerprint})
+        n_rows = len(pending)
     if backend.kind == "lm_eval":  # lm-eval's raw/filtered responses, filters, log-likelihoods (issue 18)
         from resources.lm_eval_bridge import write_responses
 

@@ -8,7 +8,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_rows
+from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_frame, sample_rows
 from metric_ops.base import Sample
 from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
@@ -71,8 +71,12 @@ class _Validator:
         asset = source.add_dataframe_asset("samples")
         self.batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": frame})
 
-    def validate(self, expectation) -> tuple[bool, list[int], dict[str, Any]]:
-        """(success, offending row indices, counts) for one expectation."""
+    def validate(self, kind: str, **kwargs: Any) -> tuple[bool, list[int], dict[str, Any]]:
+        """(success, offending row indices, counts) for one expectation (``kind``: a class of
+        ``great_expectations.expectations``, with its arguments)."""
+        import great_expectations as gx
+
+        expectation = getattr(gx.expectations, kind)(**kwargs)
         result = self.batch.validate(expectation, result_format={"result_format": "COMPLETE"})
         info = result.result or {}
         return bool(result.success), [int(i) for i in info.get("unexpected_index_list") or []], {
@@ -81,19 +85,48 @@ class _Validator:
         }
 
 
-def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetCheckResult]:
-    """The three Great Expectations checks over ``samples``; failing rows are listed."""
-    import great_expectations as gx
+class _AllPass:
+    """Stands in for :class:`_Validator` when :func:`_all_pass` found nothing to report."""
 
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def validate(self, kind: str, **kwargs: Any) -> tuple[bool, list[int], dict[str, Any]]:
+        return True, [], {"unexpected_count": 0, "element_count": self.n}
+
+
+def _all_pass(frame: pd.DataFrame, required: list[str], bounds: tuple[float, float] | None) -> bool:
+    """Whether every check passes, by the expectations' own rules on whole columns (not
+    null; unique ``sample_id``; each non-null rating within ``bounds``, inclusive). When
+    True, Great Expectations (seconds to import) is not loaded; when False it runs and
+    reports the offending rows."""
+    if any(frame[column].isna().any() for column in required):
+        return False
+    if frame["sample_id"].duplicated(keep=False).any():
+        return False
+    if bounds is not None:
+        for column in (c for c in frame.columns if c.startswith("rating:")):
+            values = pd.to_numeric(frame[column], errors="coerce").dropna()
+            if len(values) != frame[column].notna().sum() or not values.between(bounds[0], bounds[1]).all():
+                return False
+    return True
+
+
+def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetCheckResult]:
+    """The three Great Expectations checks over ``samples``; failing rows are listed.
+
+    The checks are first evaluated on whole columns (:func:`_all_pass`); only when one
+    fails is Great Expectations loaded to validate and list the offending rows."""
     frame = _validation_frame(samples)
-    validator = _Validator(frame)
     cls = DATASETS.get(dataset_kind)
     required = [f for f in (cls.required_fields if cls else ("sample_id", "input")) if f in frame.columns]
+    bounds = cls.rating_range if cls else None
+    validator: Any = _AllPass(len(frame)) if _all_pass(frame, required, bounds) else _Validator(frame)
     results = []
 
     offending: dict[str, list[str]] = {}
     for column in required:
-        ok, idx, _ = validator.validate(gx.expectations.ExpectColumnValuesToNotBeNull(column=column))
+        ok, idx, _ = validator.validate("ExpectColumnValuesToNotBeNull", column=column)
         if not ok:
             offending[column] = [str(frame.iloc[i]["sample_id"]) for i in idx]
     results.append(
@@ -109,7 +142,7 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
         )
     )
 
-    ok, idx, info = validator.validate(gx.expectations.ExpectColumnValuesToBeUnique(column="sample_id"))
+    ok, idx, info = validator.validate("ExpectColumnValuesToBeUnique", column="sample_id")
     dup_ids = sorted({str(frame.iloc[i]["sample_id"]) for i in idx})
     results.append(
         dg.AssetCheckResult(
@@ -124,14 +157,12 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
         )
     )
 
-    bounds = cls.rating_range if cls else None
     bad_ratings: dict[str, list[dict[str, Any]]] = {}
     rating_columns = [c for c in frame.columns if c.startswith("rating:")]
     if bounds is not None:
         for column in rating_columns:
-            ok, idx, _ = validator.validate(
-                gx.expectations.ExpectColumnValuesToBeBetween(column=column, min_value=bounds[0], max_value=bounds[1])
-            )
+            ok, idx, _ = validator.validate("ExpectColumnValuesToBeBetween", column=column, min_value=bounds[0],
+                                            max_value=bounds[1])
             if not ok:
                 bad_ratings[column] = [
                     {"sample_id": str(frame.iloc[i]["sample_id"]), "value": frame.iloc[i][column]} for i in idx[:50]
@@ -185,12 +216,13 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
         )
     # anonymised text when the evaluation's privacy policy is on; raw only if privacy.store_raw (issue 16)
     to_store, keep_raw = samples_for_lake(loaded, spec.privacy)
-    rows = sample_rows(to_store, fingerprint, dataset.display_name, digest)
     stored = lake.read("samples", where={"fingerprint": fingerprint}, columns=["dataset_hash"])
-    reused = (stored.height == len(rows) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
+    reused = (stored.height == len(to_store) and stored["dataset_hash"].n_unique() == 1 and stored["dataset_hash"][0] == digest
               and not spec.privacy)  # anonymised rows are rewritten: the policy may have changed
     # content-addressed: identical content is not rewritten (the table's Delta version stays)
-    version = lake.version("samples") if reused else lake.replace("samples", rows, {"fingerprint": fingerprint})
+    version = (lake.version("samples") if reused
+               else lake.replace("samples", sample_frame(to_store, fingerprint, dataset.display_name, digest), {"fingerprint": fingerprint}))
+    rows = to_store
     store_raw_samples(lake, sample_rows(loaded, fingerprint, dataset.display_name, digest) if keep_raw else None, fingerprint)
     previous = _previous_fingerprint(lake, row)
     record_run(

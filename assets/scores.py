@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from metric_ops.registry import REGISTRY
-from metric_ops.runner import human_rating_rows, score_rows
+from metric_ops.runner import frame_of_rows, human_rating_rows, score_frame
 from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.evaluation import canonical_json
@@ -99,14 +99,14 @@ def reusable_signatures(lake: LakeStore, model: str, fingerprint: str, digest: s
 def score_partition(
     lake: LakeStore, model: str, fingerprint: str, metrics: list[str] | None, run_id: str,
     params: list[str] | None = None, reuse: bool = True,
-) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+) -> tuple[pl.DataFrame, dict[str, Any] | None, dict[str, Any]]:
     """Score the stored generations of one partition.
 
     ``metrics`` None scores the evaluation's whole metric set (its spec's metrics, those
     added with ``facetlake score``, and the dataset's human ratings for a
     ``precomputed:column=`` model); with ``reuse`` a metric whose stored rows were computed
     from identical inputs under the same signature is kept, not recomputed. Returns the
-    new score rows, the ``where`` clause whose rows they replace (None when nothing was
+    new score rows (a polars frame in the ``scores`` schema), the ``where`` clause whose rows they replace (None when nothing was
     recomputed) and a report ``{"computed": [signatures], "reused": [signatures],
     "inputs_sha256": digest}``. Raises
     :class:`~metric_ops.registry.UnknownMetricError` for an unknown metric name.
@@ -122,7 +122,8 @@ def score_partition(
         gens = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "output", "status"])
         if gens.height == 0:
             raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")
-        outputs_by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
+        outputs_by_id = dict(zip(gens["sample_id"].to_list(),
+                                 gens.select(pl.when(pl.col("status") == "ok").then(pl.col("output"))).to_series().to_list()))
         outputs = [outputs_by_id.get(s.sample_id) for s in samples]
     metric_inputs = MetricInputs(lake, model, fingerprint, samples, outputs)
     selected = list(metrics) if metrics else list(spec.metrics)
@@ -130,7 +131,7 @@ def score_partition(
     annotations = lake.read("annotations", where={"model": model, "fingerprint": fingerprint}) if lake.exists("annotations") else None
     digest = inputs_digest(samples, outputs, annotations)
     reusable = reusable_signatures(lake, model, fingerprint, digest) if (reuse and not metrics) else set()
-    rows: list[dict[str, Any]] = []
+    frames: list[pl.DataFrame] = []  # one columnar frame per metric: no Python dict per score row
     emitted: list[str] = []
     report: dict[str, Any] = {"computed": [], "reused": [], "inputs_sha256": digest}
     with judge_session(lake):  # judged metrics read/write the lake's judge_cache (issue 4)
@@ -144,10 +145,10 @@ def score_partition(
             report["computed"].append(signature)
             emitted.extend(metric.emitted())
             if metric.locality == "external" and offline_mode():  # refused before any client or socket
-                rows.extend(offline_refusal_rows(metric, metric_samples))
+                frames.append(frame_of_rows(offline_refusal_rows(metric, metric_samples)))
                 continue
             with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
-                rows.extend(score_rows(metric, metric_samples, metric_outputs, progress=bar.update))
+                frames.append(score_frame(metric, metric_samples, metric_outputs, progress=bar.update))
     # human ratings rate the dataset's own output: they are scores only of a model whose
     # outputs are that output (precomputed:column=...), never of a live or heuristic model (issue 8)
     if not metrics and model_spec(lake, model, fingerprint).startswith("precomputed:column="):
@@ -156,7 +157,7 @@ def score_partition(
         if human_signatures and all(sig in reusable for sig in human_signatures):
             report["reused"].extend(human_signatures)
         else:
-            rows.extend(human)
+            frames.append(frame_of_rows(human))
             report["computed"].extend(human_signatures)
             emitted.extend(sorted({r["metric"] for r in human}))
     # lm-eval's own per-sample metric values, as lm_eval:<metric>[,<filter>] (issue 18)
@@ -164,21 +165,26 @@ def score_partition(
         from resources.lm_eval_bridge import stored_score_rows
 
         lm_rows = stored_score_rows(lake, model, fingerprint)
-        rows.extend(lm_rows)
+        frames.append(frame_of_rows(lm_rows))
         report["computed"].extend(sorted({r["signature"] for r in lm_rows}))
         emitted.extend(sorted({r["metric"] for r in lm_rows}))
     now = utcnow()
-    for row in rows:
-        row.update(model=model, fingerprint=fingerprint, dataset=dataset, run_id=run_id, created_at=now)
+    rows = (pl.concat(frames, how="vertical") if frames else frame_of_rows([])).with_columns(
+        model=pl.lit(model, pl.String), fingerprint=pl.lit(fingerprint, pl.String), dataset=pl.lit(dataset, pl.String),
+        run_id=pl.lit(run_id, pl.String), created_at=pl.lit(now, pl.Datetime("us", "UTC")),
+    )
     where: dict[str, Any] | None = {"model": model, "fingerprint": fingerprint, "metric": sorted(set(emitted))} if emitted else None
     return rows, where, report
 
 
-def score_metadata(stored: pl.DataFrame, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def score_metadata(stored: pl.DataFrame, rows: pl.DataFrame | list[dict[str, Any]]) -> dict[str, Any]:
     """Counts of the rows the partition holds after the write (``dagster/row_count`` equals
     what is stored, not what this run wrote) and a per-metric Markdown table of this run's
     rows, for materialisation metadata."""
-    frame = pl.DataFrame(rows, schema_overrides={"value": pl.Float64}) if rows else pl.DataFrame({"metric": [], "value": [], "status": []})
+    if isinstance(rows, pl.DataFrame):
+        frame = rows.select("metric", "value", "status")
+    else:
+        frame = pl.DataFrame(rows, schema_overrides={"value": pl.Float64}) if rows else pl.DataFrame({"metric": [], "value": [], "status": []})
     held = {s: int((stored["status"] == s).sum()) if stored.height else 0 for s in ("scored", "unscored", "error")}
     counts = {s: int((frame["status"] == s).sum()) if frame.height else 0 for s in ("scored", "unscored", "error")}
     table = (
@@ -230,9 +236,9 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
                          + ", ".join(sig.split("|", 1)[0] for sig in report["reused"]))
     stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status"])
     record_run(
-        lake, context, asset="scores", table="scores", version=version, rows=len(rows), started_at=started,
+        lake, context, asset="scores", table="scores", version=version, rows=rows.height, started_at=started,
         model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
-        provenance={"metrics": config.metrics or "all", "signatures": sorted({r["signature"] for r in rows}),
+        provenance={"metrics": config.metrics or "all", "signatures": sorted(rows["signature"].unique().to_list()),
                     "computed": report["computed"], "reused": report["reused"], "inputs_sha256": report["inputs_sha256"],
                     "read": {"generations": generations_version, "samples": lake.version("samples"),
                              **({"episodes": lake.version("episodes")} if lake.exists("episodes") else {})}},
@@ -240,7 +246,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     return dg.MaterializeResult(
         metadata={"fingerprint": fingerprint, "model": model, "delta_version": version,
                   "generations_version_read": generations_version,
-                  "rows_written": len(rows), "metrics_computed": len(report["computed"]), "metrics_reused": len(report["reused"]),
+                  "rows_written": rows.height, "metrics_computed": len(report["computed"]), "metrics_reused": len(report["reused"]),
                   "reused": ", ".join(sig.split("|", 1)[0] for sig in report["reused"]) or "none",
                   **score_metadata(stored, rows)}
     )

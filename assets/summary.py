@@ -11,7 +11,7 @@ summary rows are rewritten; every other row keeps its ``run_id``.
 import dagster as dg
 import polars as pl
 
-from assets.analysis_common import metric_input_keys, plan_recompute, previous_metric_keys, reads_record
+from assets.analysis_common import metric_input_keys, plan_recompute, previous_metric_keys, read_scores, reads_record
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
@@ -72,7 +72,7 @@ def summary(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.Materializ
     fingerprint = evaluation_fingerprint(context)
     row = evaluation_row(lake, fingerprint)
     scores_version = lake.version("scores")
-    scores = lake.read("scores", where={"fingerprint": fingerprint})
+    scores = read_scores(lake, {"fingerprint": fingerprint})  # per-sample details are not read
     # only the score names whose scores changed since the last summary run are rewritten
     keys = metric_input_keys(scores)
     stored = lake.read("summary", where={"fingerprint": fingerprint}, columns=["metric"]) if lake.exists("summary") else None

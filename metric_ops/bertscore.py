@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.embeddings import DEFAULT_BATCH_SIZE, get_encoder, model_identity
+from metric_ops.embeddings import DEFAULT_BATCH_SIZE, dtype_tag, get_encoder, model_identity
 
 
 class IdfUndefinedError(ValueError):
@@ -160,7 +160,9 @@ class BERTScore(Metric):
             that one sample. (Called on a whole corpus at once, bert-score also pads
             across samples, so there its values for negative-cosine pairs depend on the
             batch; facetlake does not reproduce that.)
-    ``batch_size`` and ``device`` change speed, not the numbers, and are not recorded.
+    ``batch_size`` and ``device`` change speed, not the numbers, and are not recorded
+    (``device="auto"``: CUDA when present, else CPU). ``fp16`` (CUDA only) changes the
+    numbers slightly and is recorded in the signature (``|dtype:fp16``).
 
     Edge cases, as the reference: text longer than the model's maximum length (512
     tokens for MiniLM, special tokens included) is cut to it and ``detail["truncated"]``
@@ -196,10 +198,11 @@ class BERTScore(Metric):
         baseline: Sequence[float] | None = None,
         pad_references: bool = True,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        device: str = "cpu",
+        device: str = "auto",
         progress: bool = False,
+        fp16: bool = False,
     ) -> None:
-        self.encoder = get_encoder(model, device)
+        self.encoder = get_encoder(model, device, fp16=bool(fp16))
         layer = self.encoder.num_layers if num_layers is None else int(num_layers)
         if not 1 <= layer <= self.encoder.num_layers:
             raise ValueError(f"bertscore: num_layers must be in 1..{self.encoder.num_layers} for this model, got {num_layers!r}")
@@ -235,7 +238,8 @@ class BERTScore(Metric):
         return {"kind": "mean", "fields": ["sum", "count"], "params": {}}
 
     def signature(self) -> str:
-        return f"{super().signature()}|max_len:{self.encoder.max_length}|rescaled:{'yes' if self.baseline else 'no'}"
+        return (f"{super().signature()}|max_len:{self.encoder.max_length}|rescaled:{'yes' if self.baseline else 'no'}"
+                + dtype_tag(self.encoder))
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
         import numpy as np
@@ -338,7 +342,8 @@ class SemanticSimilarity(Metric):
     references. Text past ``max_seq_length`` tokens is cut (``detail["truncated"]``); an
     empty output is embedded as the special tokens alone, as sentence-transformers does,
     and flagged in ``detail["empty"]``. Parameters: ``model`` (local folder, default the
-    packaged MiniLM), ``max_seq_length`` (256, the model's sentence-transformers setting).
+    packaged MiniLM), ``max_seq_length`` (256, the model's sentence-transformers setting),
+    ``device`` (``auto``: CUDA when present) and ``fp16`` (CUDA only, in the signature).
     Shares the token-embedding cache with ``bertscore`` (same model, last layer).
     """
 
@@ -355,14 +360,18 @@ class SemanticSimilarity(Metric):
         model: str | None = None,
         max_seq_length: int = 256,
         batch_size: int = DEFAULT_BATCH_SIZE,
-        device: str = "cpu",
+        device: str = "auto",
         progress: bool = False,
+        fp16: bool = False,
     ) -> None:
-        self.encoder = get_encoder(model, device)
+        self.encoder = get_encoder(model, device, fp16=bool(fp16))
         super().__init__(model=model_identity(self.encoder.path), max_seq_length=int(max_seq_length), pooling="mean")
         self.max_seq_length = int(max_seq_length)
         self.batch_size = batch_size
         self.progress = progress
+
+    def signature(self) -> str:
+        return super().signature() + dtype_tag(self.encoder)
 
     def sentence_embeddings(self, texts: Sequence[str]) -> tuple[Any, list[int]]:
         """L2-normalised sentence embeddings (len(texts), hidden) and, per text, the number

@@ -60,14 +60,17 @@ class Encoder:
         capped by ``max_position_embeddings``).
     """
 
-    def __init__(self, path: str, device: str = "cpu") -> None:
+    def __init__(self, path: str, device: str = "cpu", dtype: str = "float32") -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         self.path = path
         self.device = device
+        self.dtype = dtype
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.model = AutoModel.from_pretrained(path, local_files_only=True).to(device)
+        if dtype == "float16":
+            self.model = self.model.half()
         self.model.eval()
         config = self.model.config
         self.num_layers = int(getattr(config, "num_hidden_layers"))
@@ -111,8 +114,9 @@ class Encoder:
         """Hidden states of ``layer`` (1..num_layers; 0 = the embedding layer) for each
         token-id list: a float32 tensor of shape (len(ids), hidden) per list, in input
         order. Unique, uncached id lists are sorted by length (longest first) and run in
-        batches of ``batch_size`` with right padding and an attention mask; results are
-        cached by (ids, layer)."""
+        batches of ``batch_size`` with right padding and an attention mask (sorting cuts
+        the padding work; the mask keeps a text's states independent of its batch
+        neighbours, to float32 rounding); results are cached by (ids, layer)."""
         torch = self._torch
         if not 0 <= layer <= self.num_layers:
             raise ValueError(f"layer must be in 0..{self.num_layers} for {self.path}, got {layer}")
@@ -155,15 +159,26 @@ class Encoder:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_encoder(path: str, device: str) -> Encoder:
-    return Encoder(path, device)
+def _cached_encoder(path: str, device: str, dtype: str = "float32") -> Encoder:
+    return Encoder(path, device, dtype)
 
 
-def get_encoder(model: str | None = None, device: str = "cpu") -> Encoder:
+def get_encoder(model: str | None = None, device: str = "auto", fp16: bool = False) -> Encoder:
     """The process-wide :class:`Encoder` for ``model`` (``None`` = packaged MiniLM) on
-    ``device``: loaded once per (resolved folder, device), reused by every metric
-    instance however the arguments are spelled."""
-    return _cached_encoder(resolve_model_path(model), device)
+    ``device`` (``auto``: CUDA when present, else CPU; see :mod:`metric_ops.devices`),
+    in fp16 when ``fp16`` (CUDA only): loaded once per (resolved folder, device, dtype),
+    reused by every metric instance however the arguments are spelled. Raises
+    :class:`~metric_ops.devices.DeviceError` for an unusable device or fp16 on the CPU."""
+    from metric_ops.devices import resolve_device, resolve_dtype
+
+    resolved = resolve_device(device)
+    return _cached_encoder(resolve_model_path(model), resolved, resolve_dtype(fp16, resolved))
+
+
+def dtype_tag(encoder: Encoder) -> str:
+    """``|dtype:fp16`` for an fp16 encoder (its values differ from fp32), else empty: an
+    fp32 metric's signature stays what it was before fp16 existed."""
+    return "|dtype:fp16" if getattr(encoder, "dtype", "float32") == "float16" else ""
 
 
 def model_identity(path: str) -> str:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from metric_ops.base import Metric, Sample, Score, check_lengths
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def missing_fields(metric: Metric, sample: Sample, output: str | None) -> list[str]:
@@ -100,6 +103,8 @@ def _json_default(value: Any) -> Any:
 
 def detail_json(detail: Any) -> str:
     """Serialise a ``detail`` mapping to compact JSON (numpy values converted)."""
+    if not detail and isinstance(detail, dict):
+        return "{}"
     return json.dumps(detail, default=_json_default, ensure_ascii=False, sort_keys=True)
 
 
@@ -141,6 +146,64 @@ def score_rows(
                 }
             )
     return rows
+
+
+SCORE_FRAME_SCHEMA = {
+    "sample_id": "String", "metric": "String", "value": "Float64", "direction": "String", "dimension": "String",
+    "locality": "String", "status": "String", "detail": "String", "signature": "String",
+}
+
+
+def score_frame(
+    metric: Metric,
+    samples: Sequence[Sample],
+    outputs: Sequence[str | None],
+    **kwargs: Any,
+) -> "pl.DataFrame":
+    """The rows of :func:`score_rows` as one polars frame, built column by column.
+
+    Same columns, values and order as :func:`score_rows` (one row per sample x emitted
+    score name, in sample order then score-name order), without a Python dict per row:
+    what the scores asset writes at 100k+ samples. Constant columns (direction,
+    dimension, locality, signature) are built once per score name, not per row.
+    Raises what :func:`score_metric` raises (length mismatch).
+    """
+    import polars as pl
+
+    if getattr(metric, "corpus_level", False):
+        return frame_of_rows(score_rows(metric, samples, outputs, **kwargs))
+    results = score_metric(metric, samples, outputs, **kwargs)
+    signature = metric.signature()
+    sample_ids = [s.sample_id for s in samples]
+    parts = []
+    for score_name, direction in metric.emitted().items():
+        missing = Score.error(f"{metric.name} produced no {score_name} score")
+        scores = [r.get(score_name) or missing for r in results]
+        parts.append(pl.DataFrame({
+            "sample_id": sample_ids,
+            "value": [s.value for s in scores],
+            "status": [s.status for s in scores],
+            "detail": [detail_json(s.detail) for s in scores],
+            "_order": range(len(scores)),
+        }, schema_overrides={"value": pl.Float64, "sample_id": pl.String, "_order": pl.Int64}).with_columns(
+            metric=pl.lit(score_name), direction=pl.lit(direction.value), dimension=pl.lit(metric.dimension),
+            locality=pl.lit(metric.locality), signature=pl.lit(signature), _name=pl.lit(len(parts)),
+        ))
+    if not parts:
+        return frame_of_rows([])
+    frame = pl.concat(parts, how="vertical").sort(["_order", "_name"]) if len(parts) > 1 else parts[0]
+    return frame.select(list(SCORE_FRAME_SCHEMA))
+
+
+def frame_of_rows(rows: Sequence[dict[str, Any]]) -> "pl.DataFrame":
+    """Score rows (``score_rows`` / ``human_rating_rows`` shape) as a polars frame with the
+    columns and types of :data:`SCORE_FRAME_SCHEMA` (an empty frame for no rows)."""
+    import polars as pl
+
+    schema = {k: getattr(pl, v) for k, v in SCORE_FRAME_SCHEMA.items()}
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
 
 
 def human_rating_rows(samples: Iterable[Sample]) -> list[dict[str, Any]]:

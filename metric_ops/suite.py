@@ -1,7 +1,10 @@
 """Score many metrics over many samples fast: the batched path behind the benchmark.
 
 - Lexical metrics are scored in chunks spread over the machine's cores (a process pool;
-  each worker builds its metric objects once).
+  each worker builds its metric objects once) when the work pays for the workers'
+  start-up (:func:`plan_workers`: at least :data:`PARALLEL_MIN_SCORES` sample x metric
+  scores); smaller work runs in process. A worker imports only the metric families asked
+  for (no NLTK unless METEOR is requested).
 - Corpus-level metrics (``corpus_level`` true: corpus BLEU, idf BERTScore) are scored in
   one call over the whole set, as their definition requires.
 - Neural metrics (BERTScore, semantic similarity) share one model load and one
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Mapping, Sequence
 
@@ -26,12 +30,36 @@ NEURAL = ("bertscore", "semantic_similarity")
 
 _WORKER_METRICS: dict[str, Metric] = {}
 
+# a worker process costs ~0.5-1 s to start and import (more under load); below this many
+# sample x metric scores (about 1-3 s of lexical scoring on one core) one process is faster
+PARALLEL_MIN_SCORES = 20_000
+
+
+def plan_workers(n_samples: int, n_metrics: int, workers: int | None, chunk_size: int) -> int:
+    """Processes to score ``n_samples`` x ``n_metrics`` lexical scores with.
+
+    ``workers`` given (>= 1) is obeyed (capped at the number of chunks); ``None`` means:
+    one process below :data:`PARALLEL_MIN_SCORES` scores or on a one-core machine, else
+    ``os.cpu_count()`` capped at the number of chunks and at one worker per
+    :data:`PARALLEL_MIN_SCORES` / 2 scores (a worker must have enough to do)."""
+    chunks = max(1, -(-n_samples // max(1, chunk_size)))
+    if workers is not None:
+        return max(1, min(int(workers), chunks))
+    work = n_samples * n_metrics
+    cpus = os.cpu_count() or 1
+    if cpus <= 1 or work < PARALLEL_MIN_SCORES:
+        return 1
+    return max(1, min(cpus, chunks, work // (PARALLEL_MIN_SCORES // 2)))
+
 
 def _init_worker(specs: list[tuple[str, str, dict[str, Any]]]) -> None:
-    from metric_ops.meteor import reopen_wordnet_files
+    # a worker started by forkserver/spawn holds no open WordNet files; one forked from a
+    # parent that had NLTK's WordNet open must not share their offsets. Only then (NLTK
+    # already imported) reopen them: importing NLTK costs seconds per worker.
+    if "nltk" in sys.modules:
+        from metric_ops.meteor import reopen_wordnet_files
 
-    # forked from a parent that may hold open WordNet files: never share their offsets
-    reopen_wordnet_files()
+        reopen_wordnet_files()
     _WORKER_METRICS.clear()
     for key, name, params in specs:
         _WORKER_METRICS[key] = get_metric(name, **params)
@@ -62,7 +90,8 @@ def score_suite(
         samples, outputs: aligned sequences (``ValueError`` when lengths differ); every
             sample must carry what the metrics require (no unscored handling here: use
             :func:`metric_ops.runner.score_metric` for mixed data).
-        workers: processes for lexical metrics (default: ``os.cpu_count()``; 1 = in process).
+        workers: processes for lexical metrics (default: :func:`plan_workers` decides from
+            the amount of work; 1 = in process).
         chunk_size: samples per lexical work unit.
         progress: show a tqdm progress bar (stderr).
 
@@ -74,7 +103,6 @@ def score_suite(
     check_lengths(samples, outputs)
     samples, outputs = list(samples), list(outputs)
     n = len(samples)
-    workers = workers or os.cpu_count() or 1
     from metric_ops.registry import REGISTRY
 
     # neural metrics are built after the lexical process pool has run, so no worker is
@@ -85,6 +113,7 @@ def score_suite(
     lexical = {k: m for k, m in built.items() if k not in corpus}
     results: dict[str, list[Any]] = {k: [None] * n for k in lexical}
 
+    workers = plan_workers(n, len(lexical), workers, chunk_size)
     chunks = [(i, samples[i : i + chunk_size], outputs[i : i + chunk_size]) for i in range(0, n, chunk_size)]
     bar = tqdm(total=n * (len(lexical) + len(neural_keys) + len(corpus)), desc="scoring", unit="score", disable=not progress)
     try:

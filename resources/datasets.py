@@ -549,7 +549,7 @@ class FileDataset(Dataset):
 
     def normalize(self, row: Mapping[str, Any]) -> Sample:
         mapping = dict(self.mapping or {})
-        where = f"{self.resolved_path().name}"
+        where = os.path.basename(self.path) if self.path else self.resolved_path().name  # per row: no Path objects
         input_col = mapping.get("input", "input")
         if input_col not in row:
             raise DatasetError(

@@ -598,13 +598,14 @@ class LakeStore(dg.ConfigurableResource):
         Other partitions are untouched (A/B/A-safe); re-running with the same rows is
         idempotent. Every written row must satisfy ``where``. Returns the new version.
         """
+        import pyarrow.compute as pc
         from deltalake import write_deltalake
 
         data = to_arrow(table, rows)
         predicate = predicate_for(where)
         for column, value in where.items():
             allowed = {value} if isinstance(value, str) else set(value)
-            bad = set(data.column(column).to_pylist()) - allowed
+            bad = set(pc.unique(data.column(column)).to_pylist()) - allowed  # distinct values, not one per row
             if bad:
                 raise LakeError(f"rows for {table!r} fall outside the partition being written: {column} in {sorted(bad)[:5]}")
         if not self.exists(table):
