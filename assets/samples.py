@@ -228,7 +228,8 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
     record_run(
         lake, context, asset="samples", table="samples", version=version, rows=len(rows), started_at=started,
         fingerprint=fingerprint, dataset=dataset.display_name,
-        provenance={"dataset_hash": digest, "dataset_config": dataset.config(), "fingerprint_inputs": json.loads(row["fingerprint_inputs"])},
+        provenance={"dataset_hash": digest, "dataset_config": dataset.config(), "fingerprint_inputs": json.loads(row["fingerprint_inputs"]),
+                    "reused": reused},
     )
     n_refs = sum(1 for s in loaded if s.references)
     yield dg.MaterializeResult(

@@ -113,8 +113,14 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
                          {"content_sha256": evaluation["dataset_hash"], "n_samples": evaluation["n_samples"]}))
     memo: dict[str, str] = {}
 
-    def samples_node(max_version: int | None) -> str | None:
-        row = _latest(runs, "samples", None, max_version)
+    def samples_node(max_version: int | None, before: Any = None) -> str | None:
+        # the run that wrote the rows the child read: finished before the child, at or below
+        # the version it read, and not a later run that found the rows unchanged (reused)
+        candidates = runs.filter(pl.col("asset") == "samples")
+        if before is not None:
+            candidates = candidates.filter(pl.col("finished_at") <= before)
+        wrote = candidates.filter(~pl.col("provenance").fill_null("{}").str.contains('"reused": true'))
+        row = _latest(wrote if wrote.height else candidates, "samples", None, max_version)
         if row is None:
             return None
         node = _run_node(row)
@@ -137,7 +143,7 @@ def build_lineage(lake: LakeStore, fingerprint: str) -> Lineage:
             memo[node.id] = g.add(node)
             ident = g.add(Node(f"model_{model}", "model", f"model {model}", {"identity": identity, "spec": prov.get("model_spec")}))
             g.link(ident, node.id)
-            s = samples_node(prov.get("samples_version"))
+            s = samples_node(prov.get("samples_version"), row.get("finished_at"))
             if s:
                 g.link(s, node.id)
         return memo[node.id]

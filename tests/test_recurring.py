@@ -251,6 +251,29 @@ def test_lineage_traces_each_verdict_to_the_run_that_computed_its_metric(lake, f
     assert not any(sig.startswith("chrf|") for sig in by_run[run_of["token_f1"][0]])
 
 
+def test_lineage_parent_of_generations_is_the_samples_run_that_wrote_them(lake, fresh_instance, tmp_path):
+    """A later samples run that found the rows unchanged (its run row carries the table's
+    newer version, written by another evaluation) is never the parent of generations that
+    read the rows before it: the parent is the run that wrote them, finished before the child."""
+    from pipelines.lineage import build_lineage
+    data_a = write_dataset(tmp_path, "a.jsonl")
+    spec_a = spec_for("alpha", data_a, {"bot": f"precomputed:{write_outputs(tmp_path, 'a_out.jsonl', correct=5)}"})
+    run_evaluation(spec_a, lake, fresh_instance)
+    first = lake.read("runs").filter(pl.col("asset") == "samples").sort("finished_at")["run_id"].to_list()
+    data_b = write_dataset(tmp_path, "b.jsonl", question=lambda i: f"other question {i}?")
+    run_evaluation(spec_for("beta", data_b, {"bot": f"precomputed:{write_outputs(tmp_path, 'b_out.jsonl', correct=3)}"}), lake, fresh_instance)
+    # alpha again with a model added (as the inbox would): samples found unchanged, recorded at the newer version
+    spec_a2 = spec_for("alpha", data_a, {"bot": f"precomputed:{tmp_path / 'a_out.jsonl'}",
+                                         "bot2": f"precomputed:{write_outputs(tmp_path, 'a2_out.jsonl', correct=9)}"})
+    run_evaluation(spec_a2, lake, fresh_instance)
+    runs = lake.read("runs").filter(pl.col("asset") == "samples").sort("finished_at")
+    assert runs.height == 3 and runs["table_version"][-1] > runs["table_version"][0]
+    graph = build_lineage(lake, "alpha")
+    generations = next(n for n in graph.nodes.values() if n.label.startswith("generations[bot2]"))
+    parents = [graph.nodes[u] for u in graph.upstream(generations.id) if graph.nodes[u].label.startswith("samples")]
+    assert [p.facts["run_id"] for p in parents] == [first[0]]
+
+
 # ----------------------------------------------------------------------------- 8. names everywhere
 def test_commands_take_the_evaluation_name_or_a_unique_prefix(lake, fresh_instance, tmp_path):
     from pipelines.cli import app
