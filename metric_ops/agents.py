@@ -45,11 +45,12 @@ from typing import Any, ClassVar, Mapping, Sequence
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 from metric_ops.passk import PASS_TOLERANCE
 from metric_ops.toolcalls import ToolCall, evaluate_route, match_call, parse_tool_calls
+from metric_ops.errors import FacetlakeError
 
 # ============================================================================ trajectories
 
 
-class TrajectoryError(ValueError):
+class TrajectoryError(FacetlakeError, ValueError):
     """An episode's trajectory is not a list of chat messages."""
 
 

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from metric_ops.errors import FacetlakeError
 
 CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 2000
@@ -74,7 +75,7 @@ BOOTSTRAP_RESAMPLING = ("auto", "resample", "wild")
 _BATCH_DRAWS = 1 << 22
 
 
-class StatsError(ValueError):
+class StatsError(FacetlakeError, ValueError):
     """Input a statistic cannot take (non-finite values, mismatched lengths, bad level)."""
 
 

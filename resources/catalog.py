@@ -36,15 +36,16 @@ import polars as pl
 
 from resources.evaluation import EVALUATION_NAME, EvaluationSpec, ResolvedEvaluation, SpecError, canonical_json
 from resources.lake import LakeStore
+from metric_ops.errors import FacetlakeError
 
 FP_PREFIX = 12
 
 
-class CatalogError(LookupError):
+class CatalogError(FacetlakeError, LookupError):
     """A fingerprint, evaluation or model is not registered (the message lists what is)."""
 
 
-class CatalogCollisionError(ValueError):
+class CatalogCollisionError(FacetlakeError, ValueError):
     """A registration would take over another evaluation's name or fingerprint; the
     message names both sides and the flag that allows it on purpose."""
 

@@ -40,6 +40,7 @@ from metric_ops.base import Sample
 from metric_ops.toolcalls import parse_tool_calls
 from resources.backends import GenerationRequest, ModelBackend
 from resources.episodes import EpisodeRecord
+from metric_ops.errors import FacetlakeError
 
 STOP = "###STOP###"
 DEFAULT_MAX_TURNS = 12
@@ -50,7 +51,7 @@ CALL_FORMAT = (
 )
 
 
-class EnvironmentLoadError(RuntimeError):
+class EnvironmentLoadError(FacetlakeError, RuntimeError):
     """A tool environment cannot be loaded or built; the message names it and the fix."""
 
 

@@ -32,6 +32,7 @@ import yaml
 
 from metric_ops.base import Sample
 from resources.datasets import Dataset, content_hash, make_dataset
+from metric_ops.errors import FacetlakeError
 
 MODEL_SLUG = re.compile(r"^[a-z0-9._-]{1,80}$")
 # evaluation names become partition keys (``name@fp12``): a slug, starting alphanumeric
@@ -42,7 +43,7 @@ DEFAULT_ADAPTER = {"kind": "generation", "template": "{input}", "version": "1"}
 DEFAULT_GENERATION = {"temperature": 0.0, "max_tokens": 256, "seed": 0, "logprobs": False, "top_logprobs": 0}
 
 
-class SpecError(ValueError):
+class SpecError(FacetlakeError, ValueError):
     """An evaluation spec is invalid; the message names the key and the fix."""
 
 

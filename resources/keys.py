@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 from typing import Any
+from metric_ops.errors import FacetlakeError
 
 _LOCK = threading.Lock()
 _SECRETS: set[str] = set()
@@ -24,7 +25,7 @@ _PROVIDED: dict[str, str] = {}
 REDACTED = "[REDACTED]"
 
 
-class MissingKeyError(RuntimeError):
+class MissingKeyError(FacetlakeError, RuntimeError):
     """No key was found; the message names where one may come from (never a key)."""
 
 

@@ -58,6 +58,7 @@ from typing import Any, ClassVar
 from metric_ops.base import Sample
 from resources.backends import BACKENDS, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
+from metric_ops.errors import FacetlakeError
 
 PREFIX = "lm_eval:"
 TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
@@ -73,7 +74,7 @@ _RESULTS_NAME = re.compile(r"^results_(?P<date>.+)\.json$")
 _EPISTEMIC = {"perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"}
 
 
-class LmEvalError(ValueError):
+class LmEvalError(FacetlakeError, ValueError):
     """An lm-eval output folder, task or setting cannot be used; the message names the fix."""
 
 

@@ -22,9 +22,10 @@ from typing import Any
 import polars as pl
 
 from resources.lake import LakeStore, to_arrow
+from metric_ops.errors import FacetlakeError
 
 
-class MigrationError(RuntimeError):
+class MigrationError(FacetlakeError, RuntimeError):
     """A migration cannot run (the message says why and what to do)."""
 
 

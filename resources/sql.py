@@ -35,6 +35,7 @@ import duckdb
 import polars as pl
 
 from resources.lake import LakeStore
+from metric_ops.errors import FacetlakeError
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
 RAW_TABLES = frozenset({"samples_raw"})
@@ -52,11 +53,11 @@ THREADS_ENV = "FACETLAKE_SQL_THREADS"
 TIMEOUT_ENV = "FACETLAKE_SQL_TIMEOUT_S"
 
 
-class SQLRefusedError(ValueError):
+class SQLRefusedError(FacetlakeError, ValueError):
     """The statement would write or is not a query."""
 
 
-class SQLLimitError(RuntimeError):
+class SQLLimitError(FacetlakeError, RuntimeError):
     """A query ran past its time limit or memory limit; the message names the setting to raise."""
 
 
