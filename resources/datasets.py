@@ -35,7 +35,9 @@ class DatasetError(ValueError):
     """A dataset file or row is malformed; the message names the file, line and fix."""
 
 
-DATASETS: Registry[type["Dataset"]] = Registry("dataset kind", base="resources.datasets:Dataset")
+DATASETS: Registry[type["Dataset"]] = Registry("dataset kind", base="resources.datasets:Dataset", builtins={
+    "bfcl": "resources.bfcl:BFCLDataset", "episodes": "resources.episodes:EpisodesDataset",
+    "lm_eval": "resources.lm_eval_bridge:LmEvalDataset"})  # kinds defined in other modules, imported on first use
 
 # byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one)
 _BOMS = (
