@@ -262,6 +262,8 @@ class OutputsOracle(Metric):
         return results
 
 
+# ============================================================================ policy rules
+
 POLICY_RULES: dict[str, type["PolicyRule"]] = {}
 
 
@@ -401,6 +403,4 @@ PASS_SCORES: dict[str, str] = {
     "outputs_match": "outputs_oracle",
     "policy_compliance": "policy_oracle",
 }
-
-
 ORACLES: tuple[str, ...] = ("episode_reward", "action_oracle", "outputs_oracle", "policy_oracle")

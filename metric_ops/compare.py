@@ -64,6 +64,7 @@ import json
 import math
 from itertools import combinations
 from typing import Any, Collection, Mapping, Sequence
+
 import numpy as np
 import polars as pl
 

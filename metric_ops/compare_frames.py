@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import math
 from typing import Any, Iterable
+
 import polars as pl
 
 from metric_ops.corpus import CorpusStatistics, CorpusStatisticsError
 
 
 ALPHA = 0.05
-
-
 HUMAN_PREFIX = "human:"
-
-
 VERDICTS = ("improved", "regressed", "no significant difference", "untested")
-
-
 LEGACY_CORPUS_NOTE = (
     "stored in the old format (the corpus value copied onto every sample row), which per-sample statistics cannot use; "
     "rescore it (facetlake score --metric {metric} --force) to store one corpus row with its sufficient statistics"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from typing import Any, Collection, Iterable, Mapping
+
 import numpy as np
 import polars as pl
 

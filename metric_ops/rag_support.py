@@ -103,16 +103,14 @@ def _context_order(trace: Mapping[str, Any]) -> list[str]:
     return prompt_ids if prompt_ids else _ids(trace.get("retrieved"))
 
 
+# ---------------------------------------------------------------------------- numbers
+
 _NUMBER = re.compile(
     r"(?<![\w.])(-?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?"
     r"(?:\s*(%|percent\b|per cent\b|thousand\b|million\b|billion\b|trillion\b|bn\b|k\b))?",
     re.IGNORECASE,
 )
-
-
 _SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "billion": 1e9, "bn": 1e9, "trillion": 1e12}
-
-
 _MARKER = re.compile(r"\[([^\[\]\n]{1,128})\]")
 
 
@@ -167,6 +165,8 @@ def _to_number(value: Any) -> float | None:
         return found[0]["value"] if len(found) == 1 else None
     return None
 
+
+# ---------------------------------------------------------------------------- abstention
 
 ABSTENTION_PHRASES: tuple[str, ...] = (
     "i don't know",

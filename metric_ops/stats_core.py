@@ -8,36 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
 import numpy as np
 
 from metric_ops.errors import FacetlakeError
 
 
 CONFIDENCE = 0.95
-
-
 DEFAULT_RESAMPLES = 2000
-
-
 DEFAULT_PERMUTATIONS = 9999
-
-
 # relative tolerance below which a spread or a difference is float residue, not signal
 RTOL = 1e-10
-
-
 # sign-flip tests with at most this many non-zero differences are enumerated exactly
 EXACT_MAX_PAIRS = 30
-
-
 # past this many random draws (values x resamples) the mean's bootstrap interval uses the
 # wild (Rademacher) bootstrap, one random bit per value instead of one index (bootstrap_ci)
 WILD_BOOTSTRAP_ABOVE = 1 << 25
-
-
 BOOTSTRAP_RESAMPLING = ("auto", "resample", "wild")
-
-
 # resample batches are sized to hold about this many random draws at once
 _BATCH_DRAWS = 1 << 22
 

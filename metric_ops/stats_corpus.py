@@ -7,6 +7,7 @@ Part of :mod:`metric_ops.stats` (which re-exports everything here).
 from __future__ import annotations
 
 from typing import Any, Callable
+
 import numpy as np
 from metric_ops.stats_core import (
     CONFIDENCE,
@@ -21,8 +22,6 @@ from metric_ops.stats_core import (
 
 # --------------------------------------------------------------------------- corpus-level metrics
 Aggregate = Callable[[np.ndarray], np.ndarray]
-
-
 """A corpus score from summed sufficient statistics: ``(B, k)`` totals -> ``(B,)`` scores."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from typing import Any, Sequence
+
 import numpy as np
 from metric_ops.stats_core import (
     Correlation,

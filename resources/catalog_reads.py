@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
 import polars as pl
 
 from resources.evaluation import EvaluationSpec, canonical_json

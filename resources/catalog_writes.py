@@ -10,6 +10,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
 import polars as pl
 
 from resources.evaluation import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json

@@ -418,7 +418,5 @@ def validate_section(value: Any, where: str = "lm_eval") -> dict[str, Any]:
 
 
 _adapters_module = sys.modules.get("resources.adapters")
-
-
 if _adapters_module is None or hasattr(_adapters_module, "Adapter"):  # not while resources.adapters initialises
     register_adapter()

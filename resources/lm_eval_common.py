@@ -18,29 +18,15 @@ from metric_ops.errors import FacetlakeError
 
 
 PREFIX = "lm_eval:"
-
-
 TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
-
-
 DEFAULT_FILTER = "none"
-
-
 AGREEMENT_TOLERANCE = 1e-12
-
-
 # results[task] keys that are not metric values
 _RESULT_META = {"name", "alias", "sample_len", " ", ""}
-
-
 # keys of a logged sample that are not per-sample metric values
 _SAMPLE_KEYS = {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics", "doc_hash",
                 "prompt_hash", "target_hash", "task_name"}
-
-
 _RESULTS_NAME = re.compile(r"^results_(?P<date>.+)\.json$")
-
-
 # perplexity-style metrics measure the model's confidence, not agreement with a gold answer
 _EPISTEMIC = {"perplexity", "word_perplexity", "byte_perplexity", "bits_per_byte"}
 
