@@ -46,6 +46,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 from metric_ops.passk import PASS_TOLERANCE
+from metric_ops.registry_core import Registry, UnknownNameError
 from metric_ops.toolcalls import ToolCall, evaluate_route, match_call
 from metric_ops.trajectory import (  # noqa: F401  (re-exported: the public API of metric_ops.agents)
     EpisodeCall,
@@ -264,7 +265,8 @@ class OutputsOracle(Metric):
 
 # ============================================================================ policy rules
 
-POLICY_RULES: dict[str, type["PolicyRule"]] = {}
+# rule name -> PolicyRule subclass; a subclass with a ``name`` registers itself when defined
+POLICY_RULES: Registry[type["PolicyRule"]] = Registry("policy rule", base="metric_ops.agents:PolicyRule")
 
 
 @dataclass
@@ -293,7 +295,7 @@ class PolicyRule:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.name:
-            existing = POLICY_RULES.get(cls.name)
+            existing = POLICY_RULES._objects.get(cls.name)
             if existing is not None and existing.__qualname__ != cls.__qualname__:
                 raise ValueError(f"policy rule name {cls.name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
             POLICY_RULES[cls.name] = cls
@@ -344,10 +346,12 @@ class ExplicitYesBeforeBooking(PolicyRule):
 
 
 def make_rule(spec: str) -> PolicyRule:
-    """A registered rule by name; raises ``ValueError`` listing the known rules."""
-    cls = POLICY_RULES.get(spec)
-    if cls is None:
-        raise ValueError(f"unknown policy rule {spec!r}; registered rules: {', '.join(sorted(POLICY_RULES)) or 'none'}")
+    """A registered rule by name; raises :class:`TrajectoryError` (a ``ValueError``) naming
+    close matches and the known rules."""
+    try:
+        cls = POLICY_RULES[str(spec)]
+    except UnknownNameError as exc:
+        raise TrajectoryError(str(exc)) from None
     return cls()
 
 

@@ -110,6 +110,18 @@ class Registry(Generic[T]):
             if alias != name:
                 self._aliases.setdefault(alias, name)
 
+    def pop(self, name: str, *default: Any) -> Any:
+        """Remove ``name`` (and its aliases) and return its entry, like ``dict.pop`` (a
+        test's toy class, a plugin withdrawn); raises :class:`UnknownNameError` without a default."""
+        if name not in self._objects and name not in self._lazy:
+            if default:
+                return default[0]
+            raise self._error(self.unknown_message(name))
+        obj = self._objects.pop(name, None)
+        target = self._lazy.pop(name, None)
+        self._aliases = {a: n for a, n in self._aliases.items() if n != name}
+        return obj if obj is not None else target
+
     def __setitem__(self, name: str, obj: T) -> None:
         self.register(name, obj)
 

@@ -67,6 +67,8 @@ def test_register_works_as_a_decorator_and_by_item_assignment():
 
     reg["plain"] = Child
     assert reg.items() == [("deco", Deco), ("plain", Child)]
+    reg.register("aliased", Child, aliases=("al",))
+    assert reg.pop("aliased") is Child and "al" not in reg and reg.pop("gone", None) is None
 
 
 def test_lazy_entries_are_listed_without_importing_and_imported_on_first_use(tmp_path, monkeypatch):
