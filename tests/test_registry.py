@@ -176,3 +176,19 @@ def test_contributing_examples(tmp_path):
     got = json.loads(out)
     assert got == {"prompt": "Question: What is two plus two?\nAnswer:", "output": "Question: What is two plus two?\nAnswer:",
                    "identity": {"backend": "echo", "name": "smoke"}, "ratio": 1.0, "unscored": "unscored", "listed": True}
+
+
+def test_every_metric_defined_in_metric_ops_is_in_the_builtin_table():
+    """A metric class defined in a metric_ops module but missing from BUILTIN_METRICS would
+    be unknown until something imported its module: import them all and compare."""
+    out = _run("""
+        import importlib, json, pkgutil
+        import metric_ops
+        from metric_ops.registry import BUILTIN_METRICS, REGISTRY
+        for info in pkgutil.iter_modules(metric_ops.__path__):
+            importlib.import_module("metric_ops." + info.name)
+        defined = {cls.name: f"{cls.__module__}:{cls.__qualname__}" for cls in REGISTRY._objects.values()
+                   if cls.__module__.startswith("metric_ops.")}
+        print(json.dumps(sorted(set(defined) - set(BUILTIN_METRICS))))
+    """)
+    assert json.loads(out) == []
