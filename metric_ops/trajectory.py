@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Score
-from metric_ops.toolcalls import ToolCall, parse_tool_calls
 from metric_ops.errors import FacetlakeError
+from metric_ops.toolcalls import ToolCall, parse_tool_calls
 
 
 class TrajectoryError(FacetlakeError, ValueError):

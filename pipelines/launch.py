@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import dagster as dg
+
 from metric_ops.errors import FacetlakeError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

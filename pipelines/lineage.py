@@ -21,8 +21,8 @@ from typing import Any
 
 import polars as pl
 
-from resources.lake import LakeStore
 from metric_ops.errors import FacetlakeError
+from resources.lake import LakeStore
 
 FORMATS = ("text", "mermaid", "dot")
 ANALYSIS_ASSETS = ("comparisons", "correlations", "summary", "episode_summary")

@@ -15,9 +15,9 @@ from typing import Any, Iterable, Mapping
 
 import polars as pl
 
+from metric_ops.errors import FacetlakeError
 from resources.evaluation import EvaluationSpec, canonical_json
 from resources.lake import LakeStore
-from metric_ops.errors import FacetlakeError
 
 
 FP_PREFIX = 12

@@ -37,10 +37,10 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from metric_ops.agents import said_to_user, tau_bench_output_found
 from metric_ops.base import Sample
+from metric_ops.errors import FacetlakeError
 from metric_ops.toolcalls import parse_tool_calls
 from resources.backends import GenerationRequest, ModelBackend
 from resources.episodes import EpisodeRecord
-from metric_ops.errors import FacetlakeError
 
 STOP = "###STOP###"
 DEFAULT_MAX_TURNS = 12

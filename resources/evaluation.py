@@ -31,8 +31,8 @@ from typing import Any, Mapping
 import yaml
 
 from metric_ops.base import Sample
-from resources.datasets import Dataset, content_hash, make_dataset
 from metric_ops.errors import FacetlakeError
+from resources.datasets import Dataset, content_hash, make_dataset
 
 MODEL_SLUG = re.compile(r"^[a-z0-9._-]{1,80}$")
 # evaluation names become partition keys (``name@fp12``): a slug, starting alphanumeric

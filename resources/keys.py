@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 from typing import Any
+
 from metric_ops.errors import FacetlakeError
 
 _LOCK = threading.Lock()

@@ -17,9 +17,9 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Metric, Sample
+from metric_ops.errors import FacetlakeError
 from metric_ops.registry import REGISTRY
 from resources.lake import LakeStore
-from metric_ops.errors import FacetlakeError
 
 ANNOTATION_PARAM = "use_annotation"
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import polars as pl
 
-from resources.lake import LakeStore, to_arrow
 from metric_ops.errors import FacetlakeError
+from resources.lake import LakeStore, to_arrow
 
 
 class MigrationError(FacetlakeError, RuntimeError):

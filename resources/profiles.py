@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import yaml
+
 from metric_ops.errors import FacetlakeError
 
 SHIPPED = Path(__file__).resolve().parents[1] / "pipelines" / "profiles"

@@ -34,8 +34,8 @@ import dagster as dg
 import duckdb
 import polars as pl
 
-from resources.lake import LakeStore
 from metric_ops.errors import FacetlakeError
+from resources.lake import LakeStore
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
 RAW_TABLES = frozenset({"samples_raw"})
