@@ -51,6 +51,11 @@ Output rows (one list of dicts, the ``comparisons`` table's columns), by ``kind`
 
 Holm's family is one score name: a rescore of one metric recomputes that metric's rows
 and leaves every other metric's verdicts as they were (``metrics=`` restricts the work).
+
+Split for size: the shared helpers and the score-frame splitting live in
+:mod:`metric_ops.compare_frames`, the pairwise tests in :mod:`metric_ops.compare_pairwise`;
+this module keeps the per-model statistics, trade-offs and :func:`compare_models`, and
+re-exports the rest.
 """
 
 from __future__ import annotations
@@ -58,102 +63,36 @@ from __future__ import annotations
 import json
 import math
 from itertools import combinations
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
 from metric_ops import stats
-from metric_ops.corpus import CORPUS_LEVEL, CorpusStatistics, CorpusStatisticsError
-
-ALPHA = 0.05
-HUMAN_PREFIX = "human:"
-VERDICTS = ("improved", "regressed", "no significant difference", "untested")
-LEGACY_CORPUS_NOTE = (
-    "stored in the old format (the corpus value copied onto every sample row), which per-sample statistics cannot use; "
-    "rescore it (facetlake score --metric {metric} --force) to store one corpus row with its sufficient statistics"
+from metric_ops.corpus import CORPUS_LEVEL, CorpusStatistics
+from metric_ops.compare_frames import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
+    ALPHA,
+    HUMAN_PREFIX,
+    LEGACY_CORPUS_NOTE,
+    VERDICTS,
+    _corpus_statistics,
+    _finite,
+    _not_human,
+    _sign,
+    corpus_frame,
+    corpus_metrics,
+    declared_binary,
+    legacy_corpus_metrics,
+    scored_frame,
 )
-
-
-def _sign(direction: str) -> float:
-    if direction not in ("maximize", "minimize"):
-        raise ValueError(f"score direction must be maximize or minimize, got {direction!r}")
-    return 1.0 if direction == "maximize" else -1.0
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
-
-
-def declared_binary(metrics: Iterable[str]) -> set[str]:
-    """The score names among ``metrics`` whose metric declares them 0/1 (registry lookup;
-    unknown names, e.g. ``human:*`` ratings, are not 0/1)."""
-    from metric_ops.registry import REGISTRY
-
-    out = set()
-    for name in metrics:
-        try:
-            cls = REGISTRY.get_class(name)
-        except Exception:  # noqa: BLE001 - human ratings and retired metrics have no class
-            continue
-        if name in cls.emitted_binary():
-            out.add(name)
-    return out
-
-
-# --------------------------------------------------------------------------- splitting the scores
-def _not_human(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.filter(~pl.col("metric").str.starts_with(HUMAN_PREFIX))
-
-
-def corpus_frame(scores: pl.DataFrame) -> pl.DataFrame:
-    """The corpus rows (``sample_id`` null) of corpus-level scores."""
-    return _not_human(scores).filter(pl.col("sample_id").is_null())
-
-
-def corpus_metrics(scores: pl.DataFrame) -> set[str]:
-    """Score names stored as corpus rows (one per model, ``sample_id`` null)."""
-    return set(corpus_frame(scores)["metric"].to_list())
-
-
-def legacy_corpus_metrics(scores: pl.DataFrame) -> set[str]:
-    """Score names stored in the old corpus format: the corpus value on every sample row
-    (``detail.level == "corpus"`` with a sample id). Their rows are not per-sample values."""
-    if "detail" not in scores.columns or scores.height == 0:
-        return set()
-    old = scores.filter(
-        pl.col("sample_id").is_not_null() & (pl.col("status") == "scored")
-        & pl.col("detail").str.contains('"level": "corpus"', literal=True)
-    )
-    return set(old["metric"].to_list())
-
-
-def scored_frame(scores: pl.DataFrame) -> pl.DataFrame:
-    """Scored, non-human, per-sample rows with a finite value (``model, sample_id, metric,
-    value, direction, dimension``); corpus-level scores (new and old format) left out."""
-    skip = corpus_metrics(scores) | legacy_corpus_metrics(scores)
-    return _not_human(scores).filter(
-        (pl.col("status") == "scored") & pl.col("value").is_not_null() & pl.col("value").is_finite()
-        & pl.col("sample_id").is_not_null() & ~pl.col("metric").is_in(sorted(skip))
-    )
-
-
-def _corpus_statistics(scores: pl.DataFrame) -> dict[tuple[str, str], tuple[dict[str, Any], CorpusStatistics | None, str | None]]:
-    """(model, metric) -> (corpus row, its statistics or None, why none)."""
-    out = {}
-    for row in corpus_frame(scores).iter_rows(named=True):
-        stat, why = None, None
-        if row["status"] != "scored":
-            why = f"corpus score is {row['status']}"
-        else:
-            try:
-                stat = CorpusStatistics.from_detail(row.get("detail"))
-                if stat is None:
-                    why = "the corpus row carries no sufficient statistics"
-            except (CorpusStatisticsError, ValueError) as exc:
-                why = f"unreadable corpus statistics: {exc}"
-        out[(row["model"], row["metric"])] = (row, stat, why)
-    return out
+from metric_ops.compare_pairwise import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
+    _corpus_pair,
+    _holm_per_metric,
+    _paired_vectors,
+    _sample_pair,
+    _worst_value,
+    pairwise_comparisons,
+)
 
 
 # --------------------------------------------------------------------------- per model
@@ -270,201 +209,6 @@ def model_pairs(models: Sequence[str], baseline: str | None = None) -> list[tupl
             raise ValueError(f"baseline model {baseline!r} has no scores under this fingerprint; models: {', '.join(models)}")
         return [(baseline, m) for m in models if m != baseline]
     return list(combinations(models, 2))
-
-
-# --------------------------------------------------------------------------- pairwise
-def _paired_vectors(by_model: Mapping[str, pl.DataFrame], base: str, cand: str) -> pl.DataFrame:
-    a = by_model.get(base)
-    b = by_model.get(cand)
-    if a is None or b is None:
-        return pl.DataFrame({"sample_id": [], "x": [], "y": []}, schema={"sample_id": pl.String, "x": pl.Float64, "y": pl.Float64})
-    return (a.select("sample_id", pl.col("value").alias("x"))
-            .join(b.select("sample_id", pl.col("value").alias("y")), on="sample_id", how="inner").sort("sample_id"))
-
-
-def pairwise_comparisons(
-    scores: pl.DataFrame,
-    pairs: Iterable[tuple[str, str]],
-    alpha: float = ALPHA,
-    value_ranges: Mapping[str, tuple[float, float]] | None = None,
-    max_samples: int = 10,
-    n_permutations: int = stats.DEFAULT_PERMUTATIONS,
-    seed: int = 0,
-    binary: Collection[str] | None = None,
-    metrics: Collection[str] | None = None,
-    n_resamples: int = stats.DEFAULT_RESAMPLES,
-) -> list[dict[str, Any]]:
-    """``pairwise`` and ``sample_change`` rows for each (baseline, candidate) pair.
-
-    Holm's adjustment runs over the pairwise tests of each score name (every model
-    pair), so ``significant`` controls the family-wise error at ``alpha`` per score.
-    Corpus-level scores are tested by approximate randomisation (``n_permutations``
-    trials) and paired bootstrap resampling (``n_resamples``) of their segments'
-    statistics. ``binary``/``metrics`` as in :func:`metric_statistics`.
-    """
-    frame = _not_human(scores)
-    if metrics is not None:
-        frame = frame.filter(pl.col("metric").is_in(sorted(metrics)))
-    binary = declared_binary(set(frame["metric"].to_list())) if binary is None else set(binary)
-    scored = scored_frame(frame)
-    corpus = _corpus_statistics(frame)
-    info = frame.group_by("metric").agg(pl.col("direction").first(), pl.col("dimension").first())
-    directions = dict(info.select("metric", "direction").iter_rows())
-    dimensions = dict(info.select("metric", "dimension").iter_rows())
-    corpus_names = {m for _, m in corpus}
-    sample_metrics = set(scored["metric"].to_list())
-    by_metric = {k[0]: {m[0]: f for m, f in v.partition_by("model", as_dict=True).items()}
-                 for k, v in scored.partition_by("metric", as_dict=True).items()} if scored.height else {}
-    value_ranges = dict(value_ranges or {})
-    pair_rows: list[dict[str, Any]] = []
-    change_rows: list[dict[str, Any]] = []
-    for base, cand in pairs:
-        for metric in sorted(sample_metrics | corpus_names):
-            head = {"kind": "pairwise", "model": cand, "baseline": base, "metric": metric, "direction": directions[metric],
-                    "dimension": dimensions[metric]}
-            if metric in corpus_names:
-                row = _corpus_pair(corpus.get((base, metric)), corpus.get((cand, metric)), directions[metric], n_permutations,
-                                   n_resamples, seed)
-                if row is not None:
-                    pair_rows.append({**head, **row})
-                continue
-            paired = _paired_vectors(by_metric.get(metric, {}), base, cand)
-            if paired.height == 0:
-                continue
-            row, changes = _sample_pair(paired, metric, directions[metric], metric in binary, value_ranges.get(metric),
-                                        n_permutations, seed, max_samples)
-            pair_rows.append({**head, **row})
-            change_rows += [{**head, **c, "kind": "sample_change"} for c in changes]
-    _holm_per_metric(pair_rows, alpha)
-    return pair_rows + change_rows
-
-
-def _sample_pair(
-    paired: pl.DataFrame, metric: str, direction: str, binary: bool, value_range: tuple[float, float] | None,
-    n_permutations: int, seed: int, max_samples: int,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    x, y = paired["x"].to_numpy(), paired["y"].to_numpy()
-    sign = _sign(direction)
-    test = stats.paired_test(x, y, binary=binary, n_resamples=n_permutations, seed=seed)
-    effect = stats.paired_effect_size(x, y, binary=binary)
-    mean_b, mean_c = float(x.mean()), float(y.mean())
-    delta = mean_c - mean_b
-    if sign > 0:
-        retention = mean_c / mean_b if mean_b != 0 else None
-    else:
-        retention = mean_b / mean_c if mean_c != 0 else None
-    diff = sign * stats.clean_differences(x, y)  # > 0: candidate better on this sample (float residue is 0)
-    worst = _worst_value(direction, binary, value_range)
-    still_wrong = np.zeros_like(diff, dtype=bool) if worst is None else (x == worst) & (y == worst)
-    detail = {
-        "n_improved": int((diff > 0).sum()),
-        "n_regressed": int((diff < 0).sum()),
-        "n_unchanged": int((diff == 0).sum()),
-        "n_still_wrong": int(still_wrong.sum()) if worst is not None else None,
-        "still_wrong_rule": None if worst is None else f"both values == {worst:g}",
-        "test_exact": test.exact,
-        "declared_binary": binary,
-        **({"test_note": test.note} if test.note else {}),
-        **({"effect_note": effect.note} if effect.note else {}),
-        **test.extra,
-    }
-    row = {
-        "n_pairs": paired.height, "mean": mean_c, "baseline_mean": mean_b, "delta": delta,
-        "relative_change": delta / abs(mean_b) if mean_b != 0 else None, "retention": _finite(retention),
-        "test": test.test, "statistic": test.statistic, "p_value": test.p_value,
-        "effect_size": None if effect.value is None else sign * effect.value, "effect_size_name": effect.name, "detail": detail,
-    }
-    ids = paired["sample_id"].to_list()
-    order = np.argsort(diff, kind="stable")
-    changes = []
-    for label, picks in (
-        ("regressed", [i for i in order if diff[i] < 0][:max_samples]),
-        ("improved", [i for i in order[::-1] if diff[i] > 0][:max_samples]),
-        ("still_wrong", [i for i in range(len(ids)) if still_wrong[i]][:max_samples]),
-    ):
-        for rank, i in enumerate(picks):
-            changes.append({"sample_id": ids[i], "verdict": label, "mean": float(y[i]), "baseline_mean": float(x[i]),
-                            "delta": float(y[i] - x[i]), "detail": {"rank": rank + 1}})
-    return row, changes
-
-
-def _corpus_pair(
-    base: tuple[dict[str, Any], CorpusStatistics | None, str | None] | None,
-    cand: tuple[dict[str, Any], CorpusStatistics | None, str | None] | None,
-    direction: str, n_trials: int, n_resamples: int, seed: int,
-) -> dict[str, Any] | None:
-    """The pairwise row of a corpus-level score (None when a model has no corpus row)."""
-    if base is None or cand is None:
-        return None
-    (_, sb, why_b), (_, sc, why_c) = base, cand
-    detail: dict[str, Any] = {"level": CORPUS_LEVEL}
-    untested = {"n_pairs": 0, "mean": None, "baseline_mean": None, "delta": None, "relative_change": None, "retention": None,
-                "test": "approximate-randomization", "statistic": None, "p_value": None, "effect_size": None,
-                "effect_size_name": None}
-    if sb is None or sc is None:
-        return {**untested, "detail": {**detail, "test_note": f"untested: {why_b or why_c}"}}
-    if (sb.kind, sb.params, sb.fields) != (sc.kind, sc.params, sc.fields):
-        return {**untested, "detail": {**detail, "test_note": (
-            f"untested: the two corpus scores were computed with different settings ({sb.kind} {sb.params} vs "
-            f"{sc.kind} {sc.params}); rescore both with the same parameters")}}
-    common = sorted(set(sb.sample_ids) & set(sc.sample_ids))
-    if len(common) < 2:
-        return {**untested, "n_pairs": len(common),
-                "detail": {**detail, "test_note": f"needs at least 2 segments scored under both models, got {len(common)}"}}
-    a, b = sb.aligned(common), sc.aligned(common)
-    aggregate = sc.aggregate
-    ar = stats.approximate_randomization(a, b, aggregate, n_trials, seed)
-    bs = stats.paired_bootstrap_corpus(a, b, aggregate, n_resamples, seed)
-    mean_b = float(aggregate(a.sum(axis=0))[0])
-    mean_c = float(aggregate(b.sum(axis=0))[0])
-    delta = mean_c - mean_b
-    sign = _sign(direction)
-    retention = (mean_c / mean_b if mean_b != 0 else None) if sign > 0 else (mean_b / mean_c if mean_c != 0 else None)
-    detail.update(
-        aggregate=sc.kind, n_trials=n_trials, n_resamples=n_resamples,
-        paired_bootstrap_p=bs.p_value, delta_ci_low=bs.extra["delta_low"], delta_ci_high=bs.extra["delta_high"],
-        segments_baseline=len(sb), segments_candidate=len(sc), test_exact=False,
-        effect_note="no per-sample effect size for a corpus-level score (the corpus value is not a mean of per-sample values)",
-    )
-    if len(common) < max(len(sb), len(sc)):
-        detail["subset_note"] = (f"compared over the {len(common)} segments both models scored; the stored corpus values "
-                                 f"cover {len(sb)} and {len(sc)}")
-    return {"n_pairs": len(common), "mean": mean_c, "baseline_mean": mean_b, "delta": delta,
-            "relative_change": delta / abs(mean_b) if mean_b != 0 else None, "retention": _finite(retention),
-            "test": ar.test, "statistic": ar.statistic, "p_value": ar.p_value, "effect_size": None, "effect_size_name": None,
-            "detail": detail}
-
-
-def _holm_per_metric(pair_rows: list[dict[str, Any]], alpha: float) -> None:
-    families: dict[str, list[dict[str, Any]]] = {}
-    for row in pair_rows:
-        families.setdefault(row["metric"], []).append(row)
-    for metric_rows in families.values():
-        adjusted = stats.holm([r["p_value"] for r in metric_rows])
-        size = sum(p is not None for p in adjusted)
-        for row, p_adj in zip(metric_rows, adjusted):
-            row["p_holm"] = p_adj
-            row["significant"] = None if p_adj is None else bool(p_adj < alpha)
-            row["detail"]["alpha"] = alpha
-            row["detail"]["holm_family"] = f"pairwise tests of {row['metric']}"
-            row["detail"]["holm_family_size"] = size
-            better = None if row["delta"] is None else _sign(row["direction"]) * row["delta"]
-            if p_adj is None:
-                row["verdict"] = "untested"
-            elif p_adj < alpha and better is not None and better > 0:
-                row["verdict"] = "improved"
-            elif p_adj < alpha and better is not None and better < 0:
-                row["verdict"] = "regressed"
-            else:
-                row["verdict"] = "no significant difference"
-
-
-def _worst_value(direction: str, binary: bool, value_range: tuple[float, float] | None) -> float | None:
-    if binary:
-        return 0.0 if direction == "maximize" else 1.0
-    if value_range is not None and all(v is not None and math.isfinite(v) for v in value_range):
-        return float(value_range[0] if direction == "maximize" else value_range[1])
-    return None
 
 
 RESOURCE_AXES = ("latency_s", "tokens_in", "tokens_out", "cost", "size")

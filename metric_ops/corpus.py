@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.errors import FacetlakeError
 
 CORPUS_LEVEL = "corpus"
 BLEU_SMOOTH_DEFAULTS = {"none": None, "floor": 0.1, "add-k": 1, "exp": None}
@@ -164,7 +165,7 @@ AGGREGATES = {"bleu": bleu_from_totals, "chrf": chrf_from_totals, "mean": mean_f
 
 
 # --------------------------------------------------------------------------- statistics
-class CorpusStatisticsError(ValueError):
+class CorpusStatisticsError(FacetlakeError, ValueError):
     """Stored corpus statistics cannot be read (unknown aggregate, malformed detail)."""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.errors import FacetlakeError
 
 DEFAULT_NLTK_DATA = Path(__file__).resolve().parents[1] / ".nltk_data"
 
@@ -25,7 +26,7 @@ INSTALL_HINT = (
 )
 
 
-class WordNetMissingError(RuntimeError):
+class WordNetMissingError(FacetlakeError, RuntimeError):
     """WordNet cannot be loaded by NLTK; the message says how to install it."""
 
 

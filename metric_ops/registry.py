@@ -1,67 +1,102 @@
 """The metric registry: name/alias -> Metric class, with "did you mean" errors.
 
-Modelled on lm-evaluation-harness's ``lm_eval/api/registry.py``: one dict, aliases,
-and an error that lists close matches. Concrete :class:`~metric_ops.base.Metric`
-subclasses register themselves when defined.
+Modelled on lm-evaluation-harness's ``lm_eval/api/registry.py``: the generic
+:class:`~metric_ops.registry_core.Registry` (base-class check, aliases, "did you mean",
+built-ins listed lazily by name) holding :class:`~metric_ops.base.Metric` classes. The
+built-in metrics are listed once in :data:`BUILTIN_METRICS` (name -> ``"module:Class"``)
+and imported on first use; a concrete ``Metric`` subclass defined anywhere else
+registers itself when defined (``Metric.__init_subclass__``).
 """
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING, Any, Iterator
+
+from metric_ops.errors import FacetlakeError
+from metric_ops.registry_core import Registry, RegistryError, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.base import Metric
 
+__all__ = [
+    "BUILTIN_METRICS", "REGISTRY", "MetricParamError", "MetricRegistry", "Registry", "RegistryError",
+    "UnknownMetricError", "UnknownNameError", "check_params", "get_metric", "list_metrics",
+]
 
-class UnknownMetricError(KeyError):
+# Every built-in metric: canonical name -> "module:Class", imported on first use.
+# Adding a metric: its module plus one line here (CONTRIBUTING.md).
+BUILTIN_METRICS: dict[str, str] = {
+    "abstention_accuracy": "metric_ops.rag_checks:AbstentionAccuracy",
+    "action_oracle": "metric_ops.agents:ActionOracle",
+    "answer_relevance": "metric_ops.judged:AnswerRelevance",
+    "bertscore": "metric_ops.bertscore:BERTScore",
+    "bfcl_ast_accuracy": "metric_ops.toolcalls:BFCLAstAccuracy",
+    "bleu": "metric_ops.lexical:SentenceBLEU",
+    "chrf": "metric_ops.bleu:ChrF",
+    "chrf_pp": "metric_ops.bleu:ChrFPlusPlus",
+    "confidence_tiers": "metric_ops.confidence:ConfidenceTiers",
+    "context_relevance": "metric_ops.judged:ContextRelevance",
+    "corpus_bleu": "metric_ops.bleu:CorpusBLEU",
+    "corpus_chrf": "metric_ops.corpus:CorpusChrF",
+    "corpus_chrf_pp": "metric_ops.corpus:CorpusChrFPlusPlus",
+    "episode_reward": "metric_ops.agents:EpisodeReward",
+    "exact_match": "metric_ops.lexical:ExactMatch",
+    "faithfulness": "metric_ops.judged:Faithfulness",
+    "g_eval": "metric_ops.judged:GEval",
+    "jury": "metric_ops.judged:Jury",
+    "low_confidence_share": "metric_ops.confidence:LowConfidenceShare",
+    "mean_token_logprob": "metric_ops.confidence:MeanTokenLogprob",
+    "meteor": "metric_ops.meteor:Meteor",
+    "min_token_probability": "metric_ops.confidence:MinTokenProbability",
+    "nltk_bleu": "metric_ops.bleu:NltkBLEU",
+    "numeric_accuracy": "metric_ops.rag_checks:NumericAccuracy",
+    "outputs_oracle": "metric_ops.agents:OutputsOracle",
+    "perplexity": "metric_ops.confidence:Perplexity",
+    "policy_oracle": "metric_ops.agents:PolicyOracle",
+    "quasi_exact_match": "metric_ops.lexical:QuasiExactMatch",
+    "rag_citations": "metric_ops.rag_checks:CitationChecks",
+    "rag_evidence": "metric_ops.rag_checks:EvidenceChecks",
+    "retrieval": "metric_ops.retrieval:RetrievalMetrics",
+    "rouge_1": "metric_ops.rouge:Rouge1",
+    "rouge_2": "metric_ops.rouge:Rouge2",
+    "rouge_l": "metric_ops.lexical:RougeL",
+    "rouge_lsum": "metric_ops.rouge:RougeLsum",
+    "rouge_s": "metric_ops.rouge:RougeS",
+    "rouge_su": "metric_ops.rouge:RougeSU",
+    "rouge_w": "metric_ops.rouge:RougeW",
+    "semantic_similarity": "metric_ops.bertscore:SemanticSimilarity",
+    "token_f1": "metric_ops.lexical:TokenF1",
+    "tool_calls": "metric_ops.toolcalls:ToolCallMetrics",
+}
+
+
+class UnknownMetricError(UnknownNameError):
     """No metric of that name or alias is registered."""
 
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        return str(self.args[0]) if self.args else ""
 
+class MetricRegistry(Registry["type[Metric]"]):
+    """Holds every metric class by name, alias and emitted score name.
 
-class MetricRegistry:
-    """Holds every registered metric class by name, alias and emitted score name."""
+    Iterating yields the classes (sorted by name), as callers of the old registry expect."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, type[Metric]] = {}
-        self._aliases: dict[str, str] = {}
+        super().__init__("metric", base="metric_ops.base:Metric", builtins=BUILTIN_METRICS, error=UnknownMetricError,
+                         hint=" (run `facetlake metrics` to list the {n} registered metrics)")
 
     def add(self, cls: type[Metric]) -> None:
-        """Register ``cls``; raises ``ValueError`` if its name is taken by another class."""
-        existing = self._by_name.get(cls.name)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ValueError(f"metric name {cls.name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
-        self._by_name[cls.name] = cls
-        for alias in (*cls.aliases, *cls.emitted()):
-            if alias != cls.name:
-                self._aliases.setdefault(alias, cls.name)
+        """Register ``cls`` under ``cls.name`` with its aliases and emitted score names.
 
-    def resolve(self, name: str) -> str:
-        """Canonical metric name for ``name`` (a name, an alias or an emitted score name)."""
-        key = name.strip()
-        if key in self._by_name:
-            return key
-        if key in self._aliases:
-            return self._aliases[key]
-        lowered = key.lower().replace("-", "_")
-        if lowered in self._by_name:
-            return lowered
-        if lowered in self._aliases:
-            return self._aliases[lowered]
-        known = sorted({*self._by_name, *self._aliases})
-        # names contained in what was typed, or containing it ("bleu_score" -> bleu), then close spellings
-        inside = sorted((k for k in known if len(k) >= 3 and (k in lowered or lowered in k)), key=lambda k: (abs(len(k) - len(lowered)), k))
-        close = list(dict.fromkeys([*inside[:3], *difflib.get_close_matches(lowered, known, n=3, cutoff=0.6)]))[:3]
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise UnknownMetricError(
-            f"unknown metric {name!r}{hint} (run `facetlake metrics` to list the {len(self._by_name)} registered metrics)"
-        )
+        Raises ``ValueError`` (a :class:`RegistryError`) if the name is taken by another
+        class, and :class:`RegistryError` if ``cls`` is not a ``Metric`` subclass."""
+        existing = self._objects.get(cls.name)
+        if existing is not None and existing.__qualname__ != cls.__qualname__:
+            raise MetricNameTakenError(
+                f"metric name {cls.name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
+        self.register(cls.name, cls, aliases=(*cls.aliases, *cls.emitted()))
 
     def get_class(self, name: str) -> type[Metric]:
         """The metric class registered under ``name`` (see :meth:`resolve`)."""
-        return self._by_name[self.resolve(name)]
+        return self.get_entry(name)
 
     def create(self, name: str, **params: Any) -> Metric:
         """An instance of the metric ``name`` with ``params``, checked and converted by
@@ -69,22 +104,15 @@ class MetricRegistry:
         cls = self.get_class(name)
         return cls(**check_params(cls, params))
 
-    def names(self) -> list[str]:
-        """Sorted canonical names."""
-        return sorted(self._by_name)
-
-    def __iter__(self) -> Iterator[type[Metric]]:
-        return iter(self._by_name[n] for n in self.names())
-
-    def __contains__(self, name: object) -> bool:
-        try:
-            self.resolve(str(name))
-        except UnknownMetricError:
-            return False
-        return True
+    def __iter__(self) -> Iterator[type[Metric]]:  # type: ignore[override]
+        return iter(self.values())
 
 
-class MetricParamError(ValueError):
+class MetricNameTakenError(RegistryError, ValueError):
+    """Two different metric classes declare the same name."""
+
+
+class MetricParamError(FacetlakeError, ValueError):
     """A metric parameter is unknown or has a value of the wrong kind."""
 
 

@@ -26,11 +26,13 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import dagster as dg
 
+from metric_ops.errors import FacetlakeError
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TERMINAL = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
-class LaunchError(RuntimeError):
+class LaunchError(FacetlakeError, RuntimeError):
     """A run could not be created or did not succeed; the message names it and where to look."""
 
 

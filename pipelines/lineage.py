@@ -21,13 +21,14 @@ from typing import Any
 
 import polars as pl
 
+from metric_ops.errors import FacetlakeError
 from resources.lake import LakeStore
 
 FORMATS = ("text", "mermaid", "dot")
 ANALYSIS_ASSETS = ("comparisons", "correlations", "summary", "episode_summary")
 
 
-class LineageError(LookupError):
+class LineageError(FacetlakeError, LookupError):
     """No provenance recorded for the fingerprint; the message says what to run."""
 
 

@@ -1,4 +1,5 @@
-"""facetlake resources: lake store, backends, datasets, SQL (see DESIGN.md)."""
+"""facetlake resources: lake store, backends, datasets, SQL (see DESIGN.md).
 
-from resources import bfcl as _bfcl  # noqa: F401  (registers the bfcl dataset kind)
-from resources import episodes as _episodes  # noqa: F401  (registers the episodes dataset kind, issue 17)
+Dataset kinds defined outside ``resources.datasets`` (bfcl, episodes, lm_eval) are listed by
+name in its ``DATASETS`` registry and imported on first use; nothing is imported here.
+"""

@@ -45,6 +45,8 @@ import string
 from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
+from metric_ops.errors import FacetlakeError
+from metric_ops.registry import Registry, UnknownNameError
 from resources.backends import GenerationRequest, GenerationResult
 
 ALPACA = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
@@ -52,11 +54,21 @@ RAG_TEMPLATE = "Answer the question using only the context.\n\nContext:\n{contex
 MC_TEMPLATE = "{input}\n{choices}\nAnswer:"
 
 
-class AdapterError(ValueError):
+class AdapterError(FacetlakeError, ValueError):
     """An adapter configuration is invalid or a sample does not fit it."""
 
 
-ADAPTERS: dict[str, type["Adapter"]] = {}
+# adapter kind -> Adapter subclass; a subclass with a ``kind`` registers itself when defined
+ADAPTERS: Registry[type["Adapter"]] = Registry("adapter kind", base="resources.adapters:Adapter")
+
+
+def adapter_class(kind: Any) -> type["Adapter"]:
+    """The adapter class registered for ``kind``; raises :class:`AdapterError` naming close
+    matches ("did you mean") and the known kinds for an unknown one."""
+    try:
+        return ADAPTERS[str(kind)]
+    except UnknownNameError as exc:
+        raise AdapterError(str(exc)) from None
 
 
 def render(template: str, sample: Sample, **extra: Any) -> str:
@@ -294,9 +306,8 @@ def make_adapter(config: Mapping[str, Any], samples: Sequence[Sample] | None = N
 
     Raises :class:`AdapterError` for an unknown kind (listing the known ones) or bad keys.
     """
-    kind = config.get("kind", "generation")
-    if kind not in ADAPTERS:
-        raise AdapterError(f"unknown adapter kind {kind!r}; known: {', '.join(sorted(ADAPTERS))}")
+    cls = adapter_class(config.get("kind", "generation"))
+    kind = cls.kind
     pool: Sequence[Sample] | None = samples
     if kind == "few_shot":
         spec = _pool_spec(config)
@@ -304,7 +315,7 @@ def make_adapter(config: Mapping[str, Any], samples: Sequence[Sample] | None = N
             from resources.datasets import make_dataset
 
             pool = make_dataset(spec).load()
-    return ADAPTERS[kind](config, pool)
+    return cls(config, pool)
 
 
 def adapter_fingerprint_inputs(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -313,14 +324,12 @@ def adapter_fingerprint_inputs(config: Mapping[str, Any]) -> dict[str, Any]:
 
     Validates the kind and keys first (a bad adapter fails at registration).
     """
-    make_adapter_class = ADAPTERS.get(config.get("kind", "generation"))
-    if make_adapter_class is None:
-        raise AdapterError(f"unknown adapter kind {config.get('kind')!r}; known: {', '.join(sorted(ADAPTERS))}")
+    make_adapter_class = adapter_class(config.get("kind", "generation"))
     make_adapter_class(config, [])  # key validation
     extra: dict[str, Any] = {}
     if make_adapter_class.version != "1":
         extra["adapter_code_version"] = make_adapter_class.version
-    if config.get("kind") == "few_shot":
+    if make_adapter_class.kind == "few_shot":
         spec = _pool_spec(config)
         if spec is not None:
             from resources.datasets import content_hash, make_dataset

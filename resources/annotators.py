@@ -38,11 +38,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
+from metric_ops.errors import FacetlakeError
+from metric_ops.registry import Registry, UnknownNameError
 
-ANNOTATORS: dict[str, type["Annotator"]] = {}
+# annotator kind -> Annotator subclass; a subclass with a ``kind`` registers itself when defined
+ANNOTATORS: Registry[type["Annotator"]] = Registry("annotator kind", base="resources.annotators:Annotator")
 
 
-class AnnotatorError(ValueError):
+class AnnotatorError(FacetlakeError, ValueError):
     """An annotator configuration is invalid."""
 
 
@@ -243,9 +246,11 @@ def make_annotators(configs: Sequence[Mapping[str, Any]], backend_factory: Calla
         kind = config.get("kind")
         if not config.get("name"):  # default name: the kind (kind-N when the kind repeats)
             config = {**config, "name": str(kind) if sum(c.get("kind") == kind for c in configs) == 1 else f"{kind}-{i + 1}"}
-        if kind not in ANNOTATORS:
-            raise AnnotatorError(f"unknown annotator kind {kind!r}; known: {', '.join(sorted(ANNOTATORS))}")
-        annotator = ModelAnnotator(config, backend_factory) if kind == "model" else ANNOTATORS[kind](config)
+        try:
+            cls = ANNOTATORS[str(kind)]
+        except UnknownNameError as exc:
+            raise AnnotatorError(str(exc)) from None
+        annotator = ModelAnnotator(config, backend_factory) if cls.kind == "model" else cls(config)
         if annotator.name in {a.name for a in out}:
             raise AnnotatorError(f"annotator name {annotator.name!r} is used twice")
         if annotator.source is not None and annotator.source not in {a.name for a in out}:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
 
 from metric_ops.base import Sample
+from metric_ops.registry import Registry
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
@@ -34,7 +35,9 @@ class DatasetError(ValueError):
     """A dataset file or row is malformed; the message names the file, line and fix."""
 
 
-DATASETS: dict[str, type["Dataset"]] = {}
+DATASETS: Registry[type["Dataset"]] = Registry("dataset kind", base="resources.datasets:Dataset", builtins={
+    "bfcl": "resources.bfcl:BFCLDataset", "episodes": "resources.episodes:EpisodesDataset",
+    "lm_eval": "resources.lm_eval_bridge:LmEvalDataset"})  # kinds defined in other modules, imported on first use
 
 # byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one)
 _BOMS = (

@@ -37,6 +37,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from metric_ops.agents import said_to_user, tau_bench_output_found
 from metric_ops.base import Sample
+from metric_ops.errors import FacetlakeError
 from metric_ops.toolcalls import parse_tool_calls
 from resources.backends import GenerationRequest, ModelBackend
 from resources.episodes import EpisodeRecord
@@ -50,7 +51,7 @@ CALL_FORMAT = (
 )
 
 
-class EnvironmentLoadError(RuntimeError):
+class EnvironmentLoadError(FacetlakeError, RuntimeError):
     """A tool environment cannot be loaded or built; the message names it and the fix."""
 
 

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import yaml
 
 from metric_ops.base import Sample
+from metric_ops.errors import FacetlakeError
 from resources.datasets import Dataset, content_hash, make_dataset
 
 MODEL_SLUG = re.compile(r"^[a-z0-9._-]{1,80}$")
@@ -42,7 +43,7 @@ DEFAULT_ADAPTER = {"kind": "generation", "template": "{input}", "version": "1"}
 DEFAULT_GENERATION = {"temperature": 0.0, "max_tokens": 256, "seed": 0, "logprobs": False, "top_logprobs": 0}
 
 
-class SpecError(ValueError):
+class SpecError(FacetlakeError, ValueError):
     """An evaluation spec is invalid; the message names the key and the fix."""
 
 

@@ -18,13 +18,15 @@ import os
 import threading
 from typing import Any
 
+from metric_ops.errors import FacetlakeError
+
 _LOCK = threading.Lock()
 _SECRETS: set[str] = set()
 _PROVIDED: dict[str, str] = {}
 REDACTED = "[REDACTED]"
 
 
-class MissingKeyError(RuntimeError):
+class MissingKeyError(FacetlakeError, RuntimeError):
     """No key was found; the message names where one may come from (never a key)."""
 
 

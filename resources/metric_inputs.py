@@ -17,13 +17,14 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Metric, Sample
+from metric_ops.errors import FacetlakeError
 from metric_ops.registry import REGISTRY
 from resources.lake import LakeStore
 
 ANNOTATION_PARAM = "use_annotation"
 
 
-class MetricInputError(ValueError):
+class MetricInputError(FacetlakeError, ValueError):
     """A metric was told to score an annotation that does not exist."""
 
 

@@ -21,10 +21,11 @@ from typing import Any
 
 import polars as pl
 
+from metric_ops.errors import FacetlakeError
 from resources.lake import LakeStore, to_arrow
 
 
-class MigrationError(RuntimeError):
+class MigrationError(FacetlakeError, RuntimeError):
     """A migration cannot run (the message says why and what to do)."""
 
 

@@ -27,12 +27,14 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from metric_ops.errors import FacetlakeError
+
 SHIPPED = Path(__file__).resolve().parents[1] / "pipelines" / "profiles"
 OUTPUT_FORMS = ("technical_table", "per_sample", "evidence")
 PROFILES_ENV = "FACETLAKE_PROFILES"
 
 
-class ProfileError(ValueError):
+class ProfileError(FacetlakeError, ValueError):
     """A profile is unknown or malformed; the message names the file and the fix."""
 
 

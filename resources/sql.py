@@ -34,6 +34,7 @@ import dagster as dg
 import duckdb
 import polars as pl
 
+from metric_ops.errors import FacetlakeError
 from resources.lake import LakeStore
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
@@ -52,11 +53,11 @@ THREADS_ENV = "FACETLAKE_SQL_THREADS"
 TIMEOUT_ENV = "FACETLAKE_SQL_TIMEOUT_S"
 
 
-class SQLRefusedError(ValueError):
+class SQLRefusedError(FacetlakeError, ValueError):
     """The statement would write or is not a query."""
 
 
-class SQLLimitError(RuntimeError):
+class SQLLimitError(FacetlakeError, RuntimeError):
     """A query ran past its time limit or memory limit; the message names the setting to raise."""
 
 

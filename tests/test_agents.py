@@ -225,8 +225,10 @@ def test_policy_rule_explicit_yes_and_a_user_rule():
         assert oracle.score_batch([_task()], [transfer])[0]["policy_compliance"].value == 0.0
     finally:
         POLICY_RULES.pop("test_no_transfer_to_human")
-    with pytest.raises(ValueError, match="unknown policy rule 'nope'; registered rules: explicit_yes_before_booking"):
+    with pytest.raises(ValueError, match=r"unknown policy rule 'nope' \(known: explicit_yes_before_booking\)"):
         PolicyOracle(rules=["nope"])
+    with pytest.raises(ValueError, match="unknown policy rule 'explicit_yes'; did you mean explicit_yes_before_booking"):
+        PolicyOracle(rules=["explicit_yes"])
 
 
 # ----------------------------------------------------------------------------- real τ-bench episodes

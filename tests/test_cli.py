@@ -82,6 +82,7 @@ def test_malformed_model_spec_fails_with_an_example(spec):
         parse_model_spec(spec)
 
 
+@pytest.mark.slow  # spawns the facetlake command / a Dagster run in a subprocess (> 10 s)
 def test_console_errors_are_one_clear_line_not_a_hang(tmp_path, dagster_home):
     """Errors raised inside Dagster runs reach the user as one line (rich's traceback
     renderer hung on Dagster's cyclic exception chains); bad names fail before any work."""

@@ -200,7 +200,9 @@ def test_metrics_restricts_the_work_to_the_named_scores(planted):
 
 
 def test_one_bootstrap_flavour_per_score_even_when_sample_sizes_straddle_the_threshold(monkeypatch):
-    monkeypatch.setattr(stats, "WILD_BOOTSTRAP_ABOVE", 50 * 999)  # 40 values x 999 resamples below, 60 above
+    from metric_ops import stats_core  # where bootstrap_resampling reads the threshold
+
+    monkeypatch.setattr(stats_core, "WILD_BOOTSTRAP_ABOVE", 50 * 999)  # 40 values x 999 resamples below, 60 above
     rng = np.random.default_rng(2)
     frame = pl.DataFrame(_rows("small", "token_f1", rng.uniform(size=40)) + _rows("large", "token_f1", rng.uniform(size=60)),
                          schema_overrides={"value": pl.Float64})

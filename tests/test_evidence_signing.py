@@ -262,6 +262,7 @@ def _export_cli(lake: LakeStore, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, env=env, cwd=PROJECT_ROOT)
 
 
+@pytest.mark.slow  # spawns the facetlake command / a Dagster run in a subprocess (> 10 s)
 def test_export_csv_exits_cleanly_every_time(two_model_lake, tmp_path):
     """`export --format csv` aborted (SIGABRT) after printing in 1 of 52 runs: Arrow IO
     threads still pre-buffering row groups a filter skipped called into deltalake's Python

@@ -7,6 +7,7 @@ per model (issue 15) and flows through summary, comparisons and the evidence exp
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 
 import polars as pl
@@ -58,6 +59,9 @@ def count_tests(monkeypatch):
             return _f(*args, **kwargs)
 
         monkeypatch.setattr(stats, name, counted)
+        # metric_ops.stats re-exports its submodules: patch where the function is defined too,
+        # so calls between statistics functions (paired_test -> mcnemar_exact) are counted
+        monkeypatch.setattr(sys.modules[original.__module__], name, counted)
     return calls
 
 

@@ -235,6 +235,7 @@ def _rows(lake: LakeStore) -> int:
     return lake.read("generations").height if lake.exists("generations") else 0
 
 
+@pytest.mark.slow  # spawns the facetlake command / a Dagster run in a subprocess (> 10 s)
 def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_path, keyed, instance):
     """Kill a CLI run mid-generation; re-running calls the model only for unfinished samples;
     changing an annotator (new fingerprint) re-annotates and rescores with no model call."""

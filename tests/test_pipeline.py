@@ -191,6 +191,7 @@ def test_definitions_list_every_asset_check_sensor_and_schedule():
     assert deps["generations"] == {"samples", "evaluation_models"} and deps["scores"] == {"generations", "annotations", "episodes"} and deps["annotations"] == {"generations"} and "scores" in deps["summary"]
 
 
+@pytest.mark.slow  # spawns the facetlake command / a Dagster run in a subprocess (> 10 s)
 def test_workspace_yaml_loads_the_code_location():
     import subprocess
     import sys
@@ -204,6 +205,7 @@ def test_workspace_yaml_loads_the_code_location():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow  # spawns the facetlake command / a Dagster run in a subprocess (> 10 s)
 def test_a_run_killed_midway_does_not_block_the_next_one(tmp_path, dagster_home):
     """A CLI run killed with SIGKILL must not leave a concurrency-pool claim that blocks later runs."""
     import os

@@ -52,6 +52,7 @@ def _sql_subprocess(lake: LakeStore, *args: str, timeout: float = 60) -> subproc
         pytest.fail(f"`facetlake sql {' '.join(args)}` hung for {timeout}s after printing {len(exc.stdout or b'')} bytes")
 
 
+@pytest.mark.slow  # spawns the facetlake command / a Dagster run in a subprocess (> 10 s)
 def test_sql_exits_cleanly_when_duckdb_stops_reading_early(many_file_lake):
     # before the fix, 8 of 8 runs segfaulted (139), aborted (134) or hung at interpreter
     # exit: Arrow IO threads calling into deltalake's Python filesystem during finalisation

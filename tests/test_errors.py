@@ -1,0 +1,72 @@
+"""One FacetlakeError base (issue 19): every exception class facetlake defines derives from
+it and keeps its standard base, so ``except ValueError`` callers keep working."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from metric_ops.errors import FacetlakeError
+from tests.test_layout import project_modules
+
+# exception classes in modules other branches were editing when this test was written
+NOT_YET = {
+    "metric_ops.base.MetricDefinitionError", "metric_ops.bertscore.IdfUndefinedError", "metric_ops.judging.JudgeSpecError",
+    "metric_ops.judging.JudgeParseError", "metric_ops.toolcalls._Malformed", "resources.datasets.DatasetError",
+    "resources.privacy.PrivacyConfigError", "resources.evidence.EvidenceError", "resources.anonymise.AnonymisationError",
+    "resources.lake.LakeError", "resources.outbound.OfflineModeError", "resources.backends.ModelSpecError",
+    "resources.backends.BackendError", "assets.comparisons.IncomparableError", "pipelines.report.ReportError",
+}
+
+OWNED = [
+    ("metric_ops.stats", "StatsError", ValueError), ("metric_ops.agents", "TrajectoryError", ValueError),
+    ("metric_ops.corpus", "CorpusStatisticsError", ValueError), ("metric_ops.meteor", "WordNetMissingError", RuntimeError),
+    ("metric_ops.registry", "MetricParamError", ValueError), ("metric_ops.registry", "UnknownMetricError", KeyError),
+    ("resources.adapters", "AdapterError", ValueError), ("resources.annotators", "AnnotatorError", ValueError),
+    ("resources.catalog", "CatalogError", LookupError), ("resources.catalog", "CatalogCollisionError", ValueError),
+    ("resources.catalog", "HistoryPartitionError", LookupError), ("resources.evaluation", "SpecError", ValueError),
+    ("resources.episode_runner", "EnvironmentLoadError", RuntimeError), ("resources.keys", "MissingKeyError", RuntimeError),
+    ("resources.lm_eval_bridge", "LmEvalError", ValueError), ("resources.lm_eval_models", "LmEvalPrivacyError", ValueError),
+    ("resources.metric_inputs", "MetricInputError", ValueError), ("resources.migrations", "MigrationError", RuntimeError),
+    ("resources.profiles", "ProfileError", ValueError), ("resources.sql", "SQLRefusedError", ValueError),
+    ("resources.sql", "SQLLimitError", RuntimeError), ("pipelines.launch", "LaunchError", RuntimeError),
+    ("pipelines.lineage", "LineageError", LookupError),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "base"), OWNED, ids=[f"{m}.{n}" for m, n, _ in OWNED])
+def test_exception_is_a_facetlake_error_and_keeps_its_base(module, name, base):
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, FacetlakeError) and issubclass(cls, base)
+    with pytest.raises(base):
+        raise cls("x")
+
+
+def _exception_classes() -> list[str]:
+    import ast
+
+    found = []
+    for module, path in project_modules().items():
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and any("Error" in ast.unparse(b) or "Exception" in ast.unparse(b) for b in node.bases):
+                found.append(f"{module}.{node.name}")
+    return found
+
+
+def test_no_new_exception_outside_the_base():
+    """Strict: every exception class defined from now on derives from FacetlakeError."""
+    missing = []
+    for qualified in _exception_classes():
+        module, name = qualified.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module), name)
+        if not issubclass(cls, FacetlakeError) and qualified not in NOT_YET:
+            missing.append(qualified)
+    assert missing == []
+
+
+@pytest.mark.xfail(strict=False, reason=f"exception classes in files other branches were editing: {sorted(NOT_YET)}")
+def test_every_exception_is_a_facetlake_error():
+    missing = [q for q in _exception_classes()
+               if not issubclass(getattr(importlib.import_module(q.rsplit(".", 1)[0]), q.rsplit(".", 1)[1]), FacetlakeError)]
+    assert missing == []
