@@ -483,8 +483,7 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
 
-class LakeError(RuntimeError):
-    """A lake operation was refused (bad partition value, schema mismatch, missing table)."""
+from resources.lake_commit import LakeConflictError, LakeError  # noqa: E402,F401 - re-exported
 
 
 def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
@@ -598,7 +597,7 @@ class LakeStore(dg.ConfigurableResource):
         Other partitions are untouched (A/B/A-safe); re-running with the same rows is
         idempotent. Every written row must satisfy ``where``. Returns the new version.
         """
-        from deltalake import write_deltalake
+        from resources.lake_commit import ensure_table, overwrite
 
         data = to_arrow(table, rows)
         predicate = predicate_for(where)
@@ -607,27 +606,19 @@ class LakeStore(dg.ConfigurableResource):
             bad = set(data.column(column).to_pylist()) - allowed
             if bad:
                 raise LakeError(f"rows for {table!r} fall outside the partition being written: {column} in {sorted(bad)[:5]}")
-        if not self.exists(table):
-            write_deltalake(
-                self.uri(table), data, mode="append", partition_by=PARTITION_COLUMNS.get(table),
-                storage_options=self._options(),
-            )
-        else:
-            write_deltalake(
-                self.uri(table), data, mode="overwrite", predicate=predicate,
-                storage_options=self._options(),
-            )
+        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())  # never a racing first append
+        overwrite(self.uri(table), table, data, predicate, self._options())  # conflicts retried (resources/lake_commit.py)
         return self.delta(table).version()
 
     def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> int:
-        """Append ``rows`` (e.g. a provenance row to ``runs``); returns the new version."""
-        from deltalake import write_deltalake
+        """Append ``rows`` keyed by the table's key (resources/lake_commit.py ``KEYS``): rows whose
+        key is already stored are not added again, so a repeated append is idempotent.
+        Commit conflicts are retried within a bound; returns the new version."""
+        from resources.lake_commit import ensure_table, keyed_append, partition_filter
 
         data = to_arrow(table, rows)
-        write_deltalake(
-            self.uri(table), data, mode="append", partition_by=PARTITION_COLUMNS.get(table) if not self.exists(table) else None,
-            storage_options=self._options(),
-        )
+        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())
+        keyed_append(self.uri(table), table, data, self._options(), partition_filter=partition_filter(data, PARTITION_COLUMNS.get(table)))
         return self.delta(table).version()
 
     # ----------------------------------------------------------------- reads
