@@ -309,6 +309,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("strategy", pa.string()),
             ("entity_counts", pa.string()),
             ("n_entities", pa.int64()),
+            # issue 16: committed as "intent" before the call is sent, then "completed" / "failed"
+            ("call_id", pa.string()),
+            ("status", pa.string()),
+            ("completed_at", _TS),
         ]
     ),
     # agent episodes (issue 17): one row per (task, trial) per model x fingerprint partition
