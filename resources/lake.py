@@ -453,6 +453,11 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("folder", pa.string()),
         ]
     ),
+    # generation leases (issue 16, resources/lease.py): one row per (fingerprint, model) being generated
+    "leases": pa.schema(
+        [("fingerprint", pa.string()), ("model", pa.string()), ("holder", pa.string()), ("host", pa.string()),
+         ("pid", pa.int64()), ("run_id", pa.string()), ("acquired_at", _TS), ("expires_at", _TS)]
+    ),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
