@@ -525,7 +525,10 @@ def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
 
 
 def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> pa.Table:
-    """Rows cast to the table's schema contract; raises :class:`LakeError` on a column mismatch."""
+    """Rows cast to the table's schema contract; raises :class:`LakeError` on a column
+    mismatch or a value whose type does not fit its column (resources/lake_types.py)."""
+    from resources.lake_types import check_rows, check_table  # types at the boundary (issue 15 kind 7)
+
     schema = SCHEMAS[table_name]
     if isinstance(rows, pl.DataFrame):
         data = rows.to_arrow()
@@ -537,12 +540,14 @@ def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[s
         extra = [k for k in (rows[0] if rows else {}) if k not in schema.names]
         if missing or extra:
             raise LakeError(f"rows for {table_name!r} do not match its schema: missing {missing}, unexpected {extra}")
+        check_rows(table_name, schema, rows)
         return pa.Table.from_pylist(rows, schema=schema)
     if set(data.column_names) != set(schema.names):
         raise LakeError(
             f"columns for {table_name!r} do not match its schema: got {sorted(data.column_names)}, "
             f"expected {sorted(schema.names)}"
         )
+    check_table(table_name, schema, data)
     return data.select(schema.names).cast(schema)
 
 
