@@ -310,6 +310,7 @@ def score(
     from metric_ops.registry import UnknownMetricError
     from pipelines.launch import LaunchError
     from pipelines.runner import get_instance, rescore
+    from resources.lake import LakeError
 
     store = _lake(lake)
     if not store.exists("generations") and not store.exists("episodes"):
@@ -317,7 +318,7 @@ def score(
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
         done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params, submit=submit)
-    except (UnknownMetricError, ValueError, TypeError, LookupError, LaunchError) as exc:
+    except (UnknownMetricError, ValueError, TypeError, LookupError, LaunchError, LakeError) as exc:  # a lasting commit conflict: one line
         _fail(str(exc))
     if not done:
         _fail("no stored generations to score" + (f" in evaluation {fingerprint!r}" if fingerprint else "")
