@@ -76,6 +76,7 @@ def _spawn(target, root: str, n: int) -> None:
     assert [p.exitcode for p in procs] == [0] * n
 
 
+@pytest.mark.slow
 def test_two_writers_creating_a_missing_table_leave_one_copy(tmp_path):
     for trial in range(4):
         root = str(tmp_path / f"lake{trial}")
@@ -84,6 +85,7 @@ def test_two_writers_creating_a_missing_table_leave_one_copy(tmp_path):
         assert frame.height == 6 and frame["sample_id"].n_unique() == 6 and frame["input"].n_unique() == 1
 
 
+@pytest.mark.slow
 def test_concurrent_appends_all_land_once(tmp_path):
     root = str(tmp_path / "lake")
     _spawn(_append_worker, root, 4)
