@@ -624,15 +624,17 @@ class LakeStore(dg.ConfigurableResource):
         overwrite(self.uri(table), table, data, predicate, self._options())  # conflicts retried (resources/lake_commit.py)
         return self.delta(table).version()
 
-    def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> int:
+    def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]], fresh_keys: bool = False) -> int:
         """Append ``rows`` keyed by the table's key (resources/lake_commit.py ``KEYS``): rows whose
         key is already stored are not added again, so a repeated append is idempotent.
-        Commit conflicts are retried within a bound; returns the new version."""
+        ``fresh_keys``: the keys were just generated (see ``keyed_append``). Commit conflicts
+        are retried within a bound; returns the new version."""
         from resources.lake_commit import ensure_table, keyed_append, partition_filter
 
         data = to_arrow(table, rows)
         ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())
-        keyed_append(self.uri(table), table, data, self._options(), partition_filter=partition_filter(data, PARTITION_COLUMNS.get(table)))
+        keyed_append(self.uri(table), table, data, self._options(), fresh_keys=fresh_keys,
+                     partition_filter=partition_filter(data, PARTITION_COLUMNS.get(table)))
         return self.delta(table).version()
 
     # ----------------------------------------------------------------- reads

@@ -137,16 +137,19 @@ def merge_predicate(keys: Sequence[str]) -> str:
 
 
 def keyed_append(uri: str, table: str, data: pa.Table, storage_options: dict[str, str] | None, *,
-                 partition_filter: str | None = None) -> None:
+                 partition_filter: str | None = None, fresh_keys: bool = False) -> None:
     """Insert the rows of ``data`` whose key (:data:`KEYS`) is not stored yet, in one
     MERGE commit (retried on conflicts). A table without a key gets a plain append.
-    ``partition_filter``: extra ``t.col = 'v'`` terms narrowing the files scanned."""
+    ``partition_filter``: extra ``t.col = 'v'`` terms narrowing the files scanned.
+    ``fresh_keys``: every key was generated for this write (e.g. a new uuid4 call id), so
+    no stored row can have it and a plain append is exact: a conflict retry happens only
+    after a ``CommitFailedError``, i.e. a commit that did not land."""
     from deltalake import DeltaTable, write_deltalake
 
     keys = KEYS.get(table)
     if data.num_rows == 0:
         return
-    if not keys:
+    if not keys or fresh_keys:  # no key, or keys made just now (uuid4): a retry follows only a commit that did not land
         with_retries(lambda: write_deltalake(uri, data, mode="append", storage_options=storage_options), table=table, what="append")
         return
     data = dedupe(data, keys)

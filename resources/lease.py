@@ -35,6 +35,8 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
+from resources.faults import fault_point
+
 LEASES = "leases"
 
 
@@ -107,6 +109,7 @@ class Lease:
             "fingerprint": self.fingerprint, "model": self.model, "holder": self.holder, "host": socket.gethostname(),
             "pid": os.getpid(), "run_id": self.run_id, "acquired_at": now, "expires_at": now + dt.timedelta(seconds=self.ttl)}]
         write_deltalake(delta, to_arrow(LEASES, rows), mode="overwrite", predicate=self._predicate())
+        fault_point("commit.after:leases")
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free (one conditional commit); False when a live writer holds it."""

@@ -10,7 +10,8 @@ is a call whose outcome is unknown (it may or may not have reached the server), 
 
 Batching without losing correctness (group commit): a caller's intent row joins a
 pending group; one caller (the leader) commits the whole group in one Delta commit
-(a keyed MERGE on ``call_id``, so a retried commit never doubles a row) while the
+(an append of rows with fresh ``call_id`` s: a commit is retried only after a
+conflict that kept it from landing, so a row is never doubled) while the
 others wait for it; nobody sends before the commit holding its row returns. With an API
 backend sending N requests concurrently, their N intents share one commit. Completions
 are not needed for the guarantee, so they are buffered and merged every
@@ -98,7 +99,8 @@ class DurableLedger:
                 self._cv.release()
                 error: BaseException | None = None
                 try:
-                    self.lake.append(LEDGER_TABLE, group)
+                    # call ids are fresh uuid4s: a plain append is exact (resources/lake_commit.py)
+                    self.lake.append(LEDGER_TABLE, group, fresh_keys=all(r["call_id"] for r in group))
                 except BaseException as exc:  # noqa: BLE001 - handed to every waiter of the group
                     error = exc
                 finally:
