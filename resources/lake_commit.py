@@ -56,6 +56,14 @@ KEYS: dict[str, tuple[str, ...]] = {
     "evaluation_models": ("evaluation", "model", "version"),
     "pairs": ("evaluation", "fingerprint", "model"),
     "evaluation_metrics": ("evaluation", "metric"),
+    "summary": ("fingerprint", "model", "metric"),
+    "comparisons": ("fingerprint", "kind", "model", "baseline", "metric", "sample_id"),
+    "correlations": ("fingerprint", "model", "kind", "metric_a", "metric_b"),
+    "pairwise": ("fingerprint", "config_key", "round", "sample_id", "model_a", "model_b"),
+    "episodes": ("model", "fingerprint", "task_id", "trial"),
+    "episode_summary": ("fingerprint", "kind", "model", "baseline", "oracle", "oracle_b", "k", "task_id", "label"),
+    "lm_eval_responses": ("model", "fingerprint", "sample_id", "task", "filter"),
+    "lm_eval_summary": ("fingerprint", "model", "task", "metric", "lm_eval_metric", "filter"),
 }
 
 

@@ -49,6 +49,15 @@ def test_appends_are_idempotent_by_key_with_null_keys(tmp_path):
     assert lake.read("evidence_exports").height == 1
 
 
+def test_every_table_has_a_key_of_its_own_columns():
+    from resources.lake import SCHEMAS
+    from resources.lake_commit import KEYS
+
+    assert set(SCHEMAS) == set(KEYS)
+    for table, keys in KEYS.items():
+        assert set(keys) <= set(SCHEMAS[table].names), table
+
+
 # ------------------------------------------------------------------ multi-process writers (items 8, 10, 11)
 def _create_worker(root: str, barrier, worker: int) -> None:
     lake = LakeStore(root=root)
