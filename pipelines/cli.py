@@ -310,7 +310,6 @@ def score(
     from metric_ops.registry import UnknownMetricError
     from pipelines.launch import LaunchError
     from pipelines.runner import get_instance, rescore
-    from resources.lake import LakeError
 
     store = _lake(lake)
     if not store.exists("generations") and not store.exists("episodes"):
@@ -318,7 +317,7 @@ def score(
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
         done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params, submit=submit)
-    except (UnknownMetricError, ValueError, TypeError, LookupError, LaunchError, LakeError) as exc:  # a lasting commit conflict: one line
+    except (UnknownMetricError, ValueError, TypeError, LookupError, LaunchError) as exc:
         _fail(str(exc))
     if not done:
         _fail("no stored generations to score" + (f" in evaluation {fingerprint!r}" if fingerprint else "")
@@ -439,9 +438,8 @@ def ui(
 def migrate(lake: Optional[str] = LakeOption) -> None:
     """Bring a lake written by an earlier facetlake up to date (explicit schema migrations).
 
-    Rewrites only the catalog tables (evaluations, evaluation_models, pairs) and gives old
-    outbound-ledger rows a call id and status (issue 16); samples,
-    generations, scores and runs are not touched. Running it again changes nothing.
+    Rewrites only the catalog tables and gives old outbound-ledger rows a call id and status;
+    samples, generations, scores and runs are not touched. Running it again changes nothing.
     """
     from resources.migrations import MigrationError, migrate_catalog_identity, pending
 

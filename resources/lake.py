@@ -310,9 +310,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("entity_counts", pa.string()),
             ("n_entities", pa.int64()),
             # issue 16: committed as "intent" before the call is sent, then "completed" / "failed"
-            ("call_id", pa.string()),
-            ("status", pa.string()),
-            ("completed_at", _TS),
+            ("call_id", pa.string()), ("status", pa.string()), ("completed_at", _TS),
         ]
     ),
     # agent episodes (issue 17): one row per (task, trial) per model x fingerprint partition
@@ -454,10 +452,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ]
     ),
     # generation leases (issue 16, resources/lease.py): one row per (fingerprint, model) being generated
-    "leases": pa.schema(
-        [("fingerprint", pa.string()), ("model", pa.string()), ("holder", pa.string()), ("host", pa.string()),
-         ("pid", pa.int64()), ("run_id", pa.string()), ("acquired_at", _TS), ("expires_at", _TS)]
-    ),
+    "leases": pa.schema([("fingerprint", pa.string()), ("model", pa.string()), ("holder", pa.string()), ("host", pa.string()),
+                         ("pid", pa.int64()), ("run_id", pa.string()), ("acquired_at", _TS), ("expires_at", _TS)]),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -527,8 +523,7 @@ def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
 def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows cast to the table's schema contract; raises :class:`LakeError` on a column
     mismatch or a value whose type does not fit its column (resources/lake_types.py)."""
-    from resources.lake_types import check_rows, check_table  # types at the boundary (issue 15 kind 7)
-
+    from resources.lake_types import check_rows, check_table
     schema = SCHEMAS[table_name]
     if isinstance(rows, pl.DataFrame):
         data = rows.to_arrow()
@@ -625,10 +620,8 @@ class LakeStore(dg.ConfigurableResource):
         return self.delta(table).version()
 
     def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]], fresh_keys: bool = False) -> int:
-        """Append ``rows`` keyed by the table's key (resources/lake_commit.py ``KEYS``): rows whose
-        key is already stored are not added again, so a repeated append is idempotent.
-        ``fresh_keys``: the keys were just generated (see ``keyed_append``). Commit conflicts
-        are retried within a bound; returns the new version."""
+        """Append the ``rows`` whose key (resources/lake_commit.py ``KEYS``; ``fresh_keys``: just
+        generated) is not stored yet, retrying conflicts in a bound; returns the new version."""
         from resources.lake_commit import ensure_table, keyed_append, partition_filter
 
         data = to_arrow(table, rows)
