@@ -52,12 +52,15 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def run_process(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[int | None, str | None]:
-    """(pid, host) of the process executing ``run``: from its tags, else from Dagster's
-    "Started process for run" engine event (host: this one, where the code server runs)."""
+def run_process(instance: dg.DagsterInstance, run: dg.DagsterRun, events: bool = True) -> tuple[int | None, str | None]:
+    """(pid, host) of the process executing ``run``: from its tags, else (``events``) from
+    Dagster's "Started process for run" engine event, whose process runs on the host of
+    the code server that launched it (the daemon's own host, for the run launcher)."""
     pid, host = run.tags.get(PID_TAG), run.tags.get(HOST_TAG)
     if pid and pid.isdigit():
         return int(pid), host
+    if not events:
+        return None, None
     try:
         records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=50).records
     except Exception:  # noqa: BLE001 - storage without event queries: unknown
@@ -75,9 +78,10 @@ def run_process(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[int |
     return None, None
 
 
-def worker_status(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[WorkerStatus, str]:
-    """FAILED (with the reason) when ``run``'s process is known, on this host, and gone; else RUNNING."""
-    pid, host = run_process(instance, run)
+def worker_status(instance: dg.DagsterInstance, run: dg.DagsterRun, events: bool = True) -> tuple[WorkerStatus, str]:
+    """FAILED (with the reason) when ``run``'s process is known, on this host, and gone; else
+    RUNNING. ``events``: also trust the engine event's pid (see :func:`run_process`)."""
+    pid, host = run_process(instance, run, events)
     if pid is None:
         return WorkerStatus.RUNNING, "process unknown"
     if host and host != socket.gethostname():
@@ -104,10 +108,12 @@ class HealthCheckedRunLauncher(DefaultRunLauncher):
 
 
 def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Mark failed every in-progress run of this host whose process is gone; returns their ids."""
+    """Mark failed every in-progress run of this host whose process is gone; returns their ids.
+    Only runs tagged with their pid and host count: a CLI on another machine than the code
+    server must not judge a launched run's pid against its own process table."""
     failed = []
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS))):
-        status, message = worker_status(instance, run)
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS), tags={HOST_TAG: socket.gethostname()})):
+        status, message = worker_status(instance, run, events=False)
         if status == WorkerStatus.FAILED:
             instance.report_run_failed(run, f"facetlake: run {run.run_id[:8]} is marked failed: {message} (killed or crashed)")
             failed.append(run.run_id)
