@@ -5,13 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import multiprocessing as mp
-import os
-import shutil
-import signal
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import polars as pl
 import pytest
