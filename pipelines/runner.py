@@ -7,10 +7,11 @@ project folder holding dagster.yaml), so runs started from the CLI appear in the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import dagster as dg
 import polars as pl
@@ -32,6 +33,23 @@ def dagster_home() -> Path:
     return Path(home) if home else PROJECT_ROOT
 
 
+@contextlib.contextmanager
+def _instance_lock(home: Path) -> Iterator[None]:
+    """An exclusive file lock on the Dagster home while an instance opens (POSIX; a no-op elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".facetlake-instance.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def get_instance(ephemeral: bool = False) -> dg.DagsterInstance:
     """The persistent Dagster instance under :func:`dagster_home` (or an ephemeral one).
     Runs of this host left in progress by a killed process are marked failed first
@@ -41,7 +59,8 @@ def get_instance(ephemeral: bool = False) -> dg.DagsterInstance:
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DAGSTER_HOME", str(home))
-    instance = dg.DagsterInstance.get()
+    with _instance_lock(Path(os.environ["DAGSTER_HOME"])):  # two first CLIs on a fresh home both create its SQLite tables
+        instance = dg.DagsterInstance.get()
     fail_dead_runs(instance)  # runs of this host whose process was killed stop blocking the queue (issue 16)
     return instance
 
