@@ -21,6 +21,7 @@ from resources.generation_run import LIVE_BACKENDS, compact_partition, load_pric
 from resources.lake import LakeStore
 from resources.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
+from assets.lease_scope import lease_scope
 from resources.logprobs import table_rows
 
 GENERATIONS_COLUMNS = [
@@ -74,6 +75,7 @@ def _frame(pending: list, model: str, fingerprint: str, dataset: str, backend: s
         "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in GENERATIONS_COLUMNS]),
     },
 )
+@lease_scope  # one live writer per (fingerprint, model): a second run waits, then reuses (issue 16)
 @outbound_scope  # anonymiser + outbound ledger for API calls (privacy issue)
 def generations(
     context: dg.AssetExecutionContext, config: GenerationsConfig, lake: LakeStore, backends: ModelBackends

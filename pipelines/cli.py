@@ -438,8 +438,8 @@ def ui(
 def migrate(lake: Optional[str] = LakeOption) -> None:
     """Bring a lake written by an earlier facetlake up to date (explicit schema migrations).
 
-    Rewrites only the catalog tables (evaluations, evaluation_models, pairs); samples,
-    generations, scores and runs are not touched. Running it again changes nothing.
+    Rewrites only the catalog tables and gives old outbound-ledger rows a call id and status;
+    samples, generations, scores and runs are not touched. Running it again changes nothing.
     """
     from resources.migrations import MigrationError, migrate_catalog_identity, pending
 

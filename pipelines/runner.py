@@ -7,10 +7,11 @@ project folder holding dagster.yaml), so runs started from the CLI appear in the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import dagster as dg
 import polars as pl
@@ -18,6 +19,7 @@ import polars as pl
 from assets.catalog import report_catalog
 from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
+from pipelines.run_health import fail_dead_runs, process_tags
 from resources.catalog import CatalogError, add_metrics, evaluation_row, evaluation_spec, pairs_of, register_evaluation
 from resources.evaluation import EvaluationSpec, ResolvedEvaluation, resolve
 from resources.lake import LakeStore
@@ -31,14 +33,36 @@ def dagster_home() -> Path:
     return Path(home) if home else PROJECT_ROOT
 
 
+@contextlib.contextmanager
+def _instance_lock(home: Path) -> Iterator[None]:
+    """An exclusive file lock on the Dagster home while an instance opens (POSIX; a no-op elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".facetlake-instance.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def get_instance(ephemeral: bool = False) -> dg.DagsterInstance:
-    """The persistent Dagster instance under :func:`dagster_home` (or an ephemeral one)."""
+    """The persistent Dagster instance under :func:`dagster_home` (or an ephemeral one).
+    Runs of this host left in progress by a killed process are marked failed first
+    (pipelines/run_health.py)."""
     if ephemeral:
         return dg.DagsterInstance.ephemeral()
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DAGSTER_HOME", str(home))
-    return dg.DagsterInstance.get()
+    with _instance_lock(Path(os.environ["DAGSTER_HOME"])):  # two first CLIs on a fresh home both create its SQLite tables
+        instance = dg.DagsterInstance.get()
+    fail_dead_runs(instance)  # runs of this host whose process was killed stop blocking the queue (issue 16)
+    return instance
 
 
 def register(
@@ -99,7 +123,7 @@ def _materialize(
         instance=instance,
         resources=resources,
         run_config=run_config,
-        tags={"facetlake/source": "cli", **(tags or {})},
+        tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
     )
 
 
@@ -279,7 +303,7 @@ def rescore(
             f"add --metric {stray[0]} or drop the METRIC. prefix"
         )
     done: list[dict[str, Any]] = []
-    existing = lake.read("scores", columns=["model", "fingerprint", "signature"]).unique() if lake.exists("scores") else None
+    existing = committed_scores(lake)
     added: set[str] = set()
     for model, fp in stored_partitions(lake, fingerprint):
         row = evaluation_row(lake, fp)
@@ -315,6 +339,21 @@ def rescore(
     for fp in touched:
         materialize_analysis(fp, lake, instance)
     return done
+
+
+def committed_scores(lake: LakeStore) -> pl.DataFrame | None:
+    """(model, fingerprint, signature) of the stored scores whose every row was written by a
+    scores run that recorded its provenance in ``runs``. Rows committed by a run killed
+    before its ``runs`` record (issue 16, item 7) are incomplete: left out here, so
+    ``facetlake score`` redoes them instead of skipping them as already scored."""
+    if not lake.exists("scores"):
+        return None
+    stored = lake.read("scores", columns=["model", "fingerprint", "signature", "run_id"]).unique()
+    recorded = (lake.read("runs", where={"asset": "scores"}, columns=["run_id"])["run_id"].unique()
+                if lake.exists("runs") else pl.Series("run_id", [], dtype=pl.String))
+    return (stored.with_columns(pl.col("run_id").is_in(recorded.implode()).alias("recorded"))
+            .group_by(["model", "fingerprint", "signature"]).agg(pl.col("recorded").all())
+            .filter(pl.col("recorded")).drop("recorded"))
 
 
 def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.DataFrame:

@@ -22,10 +22,11 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.registry import Registry
+from resources.dataset_values import checked_scale, rating_value, text_values
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
@@ -541,6 +542,7 @@ class FileDataset(Dataset):
     """
 
     mapping: Mapping[str, Any] | None = None
+    rating_scale: Sequence[float] | None = None  # [low, high]: a rating outside it is an error naming row and column
 
     kind: ClassVar[str] = "file"
 
@@ -565,24 +567,11 @@ class FileDataset(Dataset):
         else:
             sample_id = str(row["id"]) if "id" in row else str(getattr(self, "_row_number", 0))
 
-        def texts(field_name: str) -> tuple[str, ...]:
-            out: list[str] = []
-            for col in self._columns(field_name):
-                value = _require(row, col, where)
-                if value is None:
-                    continue
-                if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
-                    try:
-                        value = json.loads(value)
-                    except json.JSONDecodeError:
-                        pass
-                out.extend([str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)])
-            return tuple(out)
+        def texts(field_name: str) -> tuple[str, ...]:  # objects are refused, never stored as their repr (issue 15)
+            return tuple(t for col in self._columns(field_name) for t in text_values(_require(row, col, where), col))
 
-        ratings = {}
-        for col in self._columns("ratings"):
-            value = _require(row, col, where)
-            ratings[col] = float(value) if value not in (None, "") else float("nan")
+        scale = checked_scale(self.rating_scale)
+        ratings = {col: rating_value(_require(row, col, where), col, scale) for col in self._columns("ratings")}
         used = {input_col, sid_col, *self._columns("references"), *self._columns("context"), *self._columns("ratings")}
         return Sample(
             sample_id=sample_id,
@@ -594,7 +583,8 @@ class FileDataset(Dataset):
         )
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "mapping": dict(self.mapping or {})}
+        return {**super().config(), "mapping": dict(self.mapping or {}),
+                **({"rating_scale": list(self.rating_scale)} if self.rating_scale is not None else {})}
 
 
 def make_dataset(spec: Mapping[str, Any]) -> Dataset:

@@ -309,6 +309,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("strategy", pa.string()),
             ("entity_counts", pa.string()),
             ("n_entities", pa.int64()),
+            # issue 16: committed as "intent" before the call is sent, then "completed" / "failed"
+            ("call_id", pa.string()), ("status", pa.string()), ("completed_at", _TS),
         ]
     ),
     # agent episodes (issue 17): one row per (task, trial) per model x fingerprint partition
@@ -449,6 +451,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("folder", pa.string()),
         ]
     ),
+    # generation leases (issue 16, resources/lease.py): one row per (fingerprint, model) being generated
+    "leases": pa.schema([("fingerprint", pa.string()), ("model", pa.string()), ("holder", pa.string()), ("host", pa.string()),
+                         ("pid", pa.int64()), ("run_id", pa.string()), ("acquired_at", _TS), ("expires_at", _TS)]),
     "runs": pa.schema(
         [
             ("run_id", pa.string()),
@@ -483,8 +488,7 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
 
-class LakeError(RuntimeError):
-    """A lake operation was refused (bad partition value, schema mismatch, missing table)."""
+from resources.lake_commit import LakeConflictError, LakeError  # noqa: E402,F401 - re-exported
 
 
 def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
@@ -517,7 +521,9 @@ def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
 
 
 def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> pa.Table:
-    """Rows cast to the table's schema contract; raises :class:`LakeError` on a column mismatch."""
+    """Rows cast to the table's schema contract; raises :class:`LakeError` on a column
+    mismatch or a value whose type does not fit its column (resources/lake_types.py)."""
+    from resources.lake_types import check_rows, check_table
     schema = SCHEMAS[table_name]
     if isinstance(rows, pl.DataFrame):
         data = rows.to_arrow()
@@ -529,12 +535,14 @@ def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[s
         extra = [k for k in (rows[0] if rows else {}) if k not in schema.names]
         if missing or extra:
             raise LakeError(f"rows for {table_name!r} do not match its schema: missing {missing}, unexpected {extra}")
+        check_rows(table_name, schema, rows)
         return pa.Table.from_pylist(rows, schema=schema)
     if set(data.column_names) != set(schema.names):
         raise LakeError(
             f"columns for {table_name!r} do not match its schema: got {sorted(data.column_names)}, "
             f"expected {sorted(schema.names)}"
         )
+    check_table(table_name, schema, data)
     return data.select(schema.names).cast(schema)
 
 
@@ -599,7 +607,8 @@ class LakeStore(dg.ConfigurableResource):
         idempotent. Every written row must satisfy ``where``. Returns the new version.
         """
         import pyarrow.compute as pc
-        from deltalake import write_deltalake
+
+        from resources.lake_commit import ensure_table, overwrite
 
         data = to_arrow(table, rows)
         predicate = predicate_for(where)
@@ -608,27 +617,19 @@ class LakeStore(dg.ConfigurableResource):
             bad = set(pc.unique(data.column(column)).to_pylist()) - allowed  # distinct values, not one per row
             if bad:
                 raise LakeError(f"rows for {table!r} fall outside the partition being written: {column} in {sorted(bad)[:5]}")
-        if not self.exists(table):
-            write_deltalake(
-                self.uri(table), data, mode="append", partition_by=PARTITION_COLUMNS.get(table),
-                storage_options=self._options(),
-            )
-        else:
-            write_deltalake(
-                self.uri(table), data, mode="overwrite", predicate=predicate,
-                storage_options=self._options(),
-            )
+        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())  # never a racing first append
+        overwrite(self.uri(table), table, data, predicate, self._options())  # conflicts retried (resources/lake_commit.py)
         return self.delta(table).version()
 
-    def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> int:
-        """Append ``rows`` (e.g. a provenance row to ``runs``); returns the new version."""
-        from deltalake import write_deltalake
+    def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]], fresh_keys: bool = False) -> int:
+        """Append the ``rows`` whose key (resources/lake_commit.py ``KEYS``; ``fresh_keys``: just
+        generated) is not stored yet, retrying conflicts in a bound; returns the new version."""
+        from resources.lake_commit import ensure_table, keyed_append, partition_filter
 
         data = to_arrow(table, rows)
-        write_deltalake(
-            self.uri(table), data, mode="append", partition_by=PARTITION_COLUMNS.get(table) if not self.exists(table) else None,
-            storage_options=self._options(),
-        )
+        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())
+        keyed_append(self.uri(table), table, data, self._options(), fresh_keys=fresh_keys,
+                     partition_filter=partition_filter(data, PARTITION_COLUMNS.get(table)))
         return self.delta(table).version()
 
     # ----------------------------------------------------------------- reads

@@ -1,7 +1,10 @@
 """Explicit schema migrations of the lake (``facetlake migrate``).
 
 Table schemas are contracts (resources/lake.py); a change is a migration, never a silent
-merge. One migration exists so far:
+merge. Two migrations exist:
+
+``ledger-calls`` (issue 16) adds ``call_id``, ``status`` and ``completed_at`` to the
+outbound ledger (:func:`migrate_ledger_calls`).
 
 ``catalog-identity`` (evaluation identity, issue 12). Lakes written before it hold an
 ``evaluations`` table keyed by fingerprint alone and a global ``models`` table (one spec
@@ -31,9 +34,27 @@ class MigrationError(FacetlakeError, RuntimeError):
 
 def pending(lake: LakeStore) -> list[str]:
     """Names of the migrations this lake still needs (empty when up to date)."""
+    todo = []
     if lake.exists("evaluations") and "status" not in lake.delta("evaluations").schema().to_arrow().names:
-        return ["catalog-identity"]
-    return []
+        todo.append("catalog-identity")
+    if lake.exists("outbound_ledger") and "call_id" not in lake.delta("outbound_ledger").schema().to_arrow().names:
+        todo.append("ledger-calls")
+    return todo
+
+
+def migrate_ledger_calls(lake: LakeStore) -> dict[str, int]:
+    """The ``ledger-calls`` migration (issue 16): give each ``outbound_ledger`` row written
+    before durable intents a ``call_id`` (a new random id), ``status = 'completed'`` and
+    ``completed_at = called_at`` (those rows were written after their calls returned).
+    Idempotent."""
+    import uuid
+
+    if "ledger-calls" not in pending(lake):
+        return {}
+    old = pl.from_arrow(lake.delta("outbound_ledger").to_pyarrow_table())
+    rows = [{**r, "call_id": uuid.uuid4().hex, "status": "completed", "completed_at": r["called_at"]} for r in old.to_dicts()]
+    _overwrite(lake, "outbound_ledger", rows)
+    return {"outbound_ledger": len(rows)}
 
 
 def _overwrite(lake: LakeStore, table: str, rows: list[dict[str, Any]]) -> None:
@@ -50,7 +71,7 @@ def migrate_catalog_identity(lake: LakeStore) -> dict[str, int]:
     from resources.evaluation import slugify_model
 
     if "catalog-identity" not in pending(lake):
-        return {}
+        return migrate_ledger_calls(lake)
     old = pl.from_arrow(lake.delta("evaluations").to_pyarrow_table())
     global_models = pl.from_arrow(lake.delta("models").to_pyarrow_table()) if lake.exists("models") else pl.DataFrame()
     stored = (lake.read("generations", columns=["model", "fingerprint"]).unique() if lake.exists("generations")
@@ -101,7 +122,7 @@ def migrate_catalog_identity(lake: LakeStore) -> dict[str, int]:
     _overwrite(lake, "evaluations", evaluations)
     _overwrite(lake, "evaluation_models", models)
     _overwrite(lake, "pairs", pairs)
-    return {"evaluations": len(evaluations), "evaluation_models": len(models), "pairs": len(pairs)}
+    return {"evaluations": len(evaluations), "evaluation_models": len(models), "pairs": len(pairs), **migrate_ledger_calls(lake)}
 
 
-__all__ = ["MigrationError", "migrate_catalog_identity", "pending"]
+__all__ = ["MigrationError", "migrate_catalog_identity", "migrate_ledger_calls", "pending"]

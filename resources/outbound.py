@@ -10,9 +10,10 @@ anonymiser) goes through :func:`chat_completion` / :func:`completion` here. This
    messages of one call, and every call about the same sample within a session, share one
    placeholder map, so ``[PERSON_1]`` means the same person throughout. An anonymiser
    failure stops the call (fail closed);
-3. appends one row per call to the outbound ledger (time, host, model, purpose, sample
-   id, SHA-256 of the text sent, whether it was anonymised, entity counts; never the text
-   or the key);
+3. commits one row per call to the outbound ledger *before* the call is sent (time,
+   host, model, purpose, sample id, SHA-256 of the text sent, whether it was anonymised,
+   entity counts; never the text or the key) and marks it completed or failed after
+   (resources/outbound_ledger.py: after any crash the ledger holds every call sent);
 4. calls the ``openai`` client it is given (its own retries apply) and scrubs the
    client's key from any exception it raises.
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
+from resources.faults import fault_point
 from resources.keys import redact_exception, register_secret
 
 
@@ -163,21 +165,30 @@ def text_sha256(texts: list[str]) -> str:
     return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
 
 
-def _ledger(state: _State, host: str, ctx: CallContext, texts: list[str], anonymised: bool, strategy: str | None, counts: dict[str, int]) -> None:
+def _ledger(state: _State, host: str, ctx: CallContext, texts: list[str], anonymised: bool, strategy: str | None, counts: dict[str, int]) -> Any:
+    """Commit the call's intent row (durable before the call is sent); returns its call id."""
     if state.ledger_writer is None:
-        return
-    state.ledger_writer(
+        return None
+    return state.ledger_writer(
         {"called_at": dt.datetime.now(dt.timezone.utc), "host": host, "model": ctx.model, "purpose": ctx.purpose,
          "sample_id": ctx.sample_id, "text_sha256": text_sha256(texts), "n_chars": sum(len(t) for t in texts),
          "anonymised": anonymised, "strategy": strategy if anonymised else None, "entity_counts": dict(sorted(counts.items()))}
     )
 
 
-def _call(fn: Callable[..., Any], **kwargs: Any) -> Any:
+def _call(state: _State, call_id: Any, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    complete = getattr(state.ledger_writer, "complete", None)
+    fault_point("outbound.before_send")
     try:
-        return fn(**kwargs)
+        reply = fn(**kwargs)
     except Exception as exc:
+        if complete is not None:
+            complete(call_id, ok=False)
         raise redact_exception(exc)
+    fault_point("outbound.after_send")
+    if complete is not None:
+        complete(call_id, ok=True)
+    return reply
 
 
 def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, Any]], anonymise: bool | None = None, **kwargs: Any) -> Any:
@@ -197,8 +208,8 @@ def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, A
     sent_messages = [dict(m) for m in messages]
     for i, text in zip(positions, sent):
         sent_messages[i]["content"] = text
-    _ledger(state, host, ctx, [str(m.get("content")) for m in sent_messages], anonymised, strategy, counts)
-    return _call(client.chat.completions.create, messages=sent_messages, model=kwargs.pop("model", ctx.model), **kwargs)
+    call_id = _ledger(state, host, ctx, [str(m.get("content")) for m in sent_messages], anonymised, strategy, counts)
+    return _call(state, call_id, client.chat.completions.create, messages=sent_messages, model=kwargs.pop("model", ctx.model), **kwargs)
 
 
 def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | None = None, **kwargs: Any) -> Any:
@@ -207,5 +218,5 @@ def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | 
     host = _guard(str(client.base_url), ctx)
     register_secret(getattr(client, "api_key", None))
     sent, counts, anonymised, strategy, state = _scrub_texts([prompt], ctx, anonymise)
-    _ledger(state, host, ctx, sent, anonymised, strategy, counts)
-    return _call(client.completions.create, prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs)
+    call_id = _ledger(state, host, ctx, sent, anonymised, strategy, counts)
+    return _call(state, call_id, client.completions.create, prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs)

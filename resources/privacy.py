@@ -29,10 +29,8 @@ to a call made outside any session.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
-import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
@@ -174,42 +172,15 @@ def resolve_policy(block: Mapping[str, Any] | None = None, override: str | Seque
 
 
 # --------------------------------------------------------------------------- ledger
-class LedgerWriter:
-    """Buffers outbound-ledger rows and appends them to the ``outbound_ledger`` Delta table.
+from resources.outbound_ledger import DurableLedger  # noqa: E402
 
-    Rows are flushed every ``flush_every`` calls and when the session ends, so a crash
-    loses at most ``flush_every - 1`` rows. Thread-safe (API backends call from workers).
-    """
+class LedgerWriter(DurableLedger):
+    """The outbound-ledger writer of a session: each call's intent row is committed before
+    the call is sent and completed after (resources/outbound_ledger.py). ``flush_every``:
+    how many completions are merged per commit. Thread-safe (API backends call from workers)."""
 
     def __init__(self, lake: Any, run_id: str, fingerprint: str | None, model: str | None, flush_every: int = 32) -> None:
-        self.lake, self.run_id, self.fingerprint, self.model = lake, run_id, fingerprint, model
-        self.flush_every = flush_every
-        self._rows: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self.written = 0
-
-    def __call__(self, call: Mapping[str, Any]) -> None:
-        counts = dict(call.get("entity_counts") or {})
-        row = {
-            "called_at": call["called_at"], "run_id": self.run_id, "fingerprint": self.fingerprint, "model": self.model,
-            "host": call.get("host"), "api_model": call.get("model"), "purpose": call.get("purpose"),
-            "sample_id": call.get("sample_id"), "text_sha256": call["text_sha256"], "n_chars": call.get("n_chars"),
-            "anonymised": bool(call.get("anonymised")), "strategy": call.get("strategy"),
-            "entity_counts": json.dumps(counts, sort_keys=True), "n_entities": sum(counts.values()),
-        }
-        with self._lock:
-            self._rows.append(row)
-            full = len(self._rows) >= self.flush_every
-        if full:
-            self.flush()
-
-    def flush(self) -> None:
-        """Append the buffered rows (one Delta commit)."""
-        with self._lock:
-            rows, self._rows = self._rows, []
-        if rows:
-            self.lake.append("outbound_ledger", rows)
-            self.written += len(rows)
+        super().__init__(lake, run_id, fingerprint, model, complete_every=flush_every)
 
 
 @contextlib.contextmanager

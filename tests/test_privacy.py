@@ -142,19 +142,48 @@ def test_session_anonymises_and_ledger_holds_hashes_only(tmp_path, server):
     assert b"Marchetti" not in raw and b"Ask [PERSON_1]" not in raw and b"sk-ledger-test-0001" not in raw
 
 
-def test_ledger_flushes_in_batches(tmp_path):
+def test_ledger_commits_each_intent_before_returning_and_completes_in_batches(tmp_path):
+    """Issue 16 item 5: every call's intent row is durable when the writer returns (before
+    the call is sent); completions are merged in batches onto the same rows."""
     import datetime as dt
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     writer = LedgerWriter(lake, "r", "f", "m", flush_every=2)
     row = {"called_at": dt.datetime.now(dt.timezone.utc), "host": "h", "text_sha256": "0" * 64, "entity_counts": {"PERSON": 2}}
-    writer(row)
-    assert not lake.exists("outbound_ledger")
-    writer(row)
-    writer(row)
-    assert lake.read("outbound_ledger").height == 2
+    first = writer(row)
+    assert lake.read("outbound_ledger")["status"].to_list() == ["intent"]
+    second, third = writer(row), writer(row)
+    assert lake.read("outbound_ledger").height == 3 and writer.commits == 3
+    writer.complete(first)
+    writer.complete(second, ok=False)
+    status = dict(lake.read("outbound_ledger").select("call_id", "status").iter_rows())
+    assert status == {first: "completed", second: "failed", third: "intent"}
+    writer.complete(third)
     writer.flush()
-    assert lake.read("outbound_ledger")["n_entities"].to_list() == [2, 2, 2]
+    ledger = lake.read("outbound_ledger")
+    assert ledger.height == 3 and ledger["n_entities"].to_list() == [2, 2, 2]
+    assert set(ledger["status"]) == {"completed", "failed"} and ledger["completed_at"].null_count() == 0
+
+
+def test_ledger_group_commit_shares_commits_between_concurrent_calls(tmp_path):
+    """Concurrent callers' intents are committed together (fewer commits than calls), and
+    none returns before its row is stored."""
+    import datetime as dt
+    from concurrent.futures import ThreadPoolExecutor
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    writer = LedgerWriter(lake, "r", "f", "m")
+    row = {"called_at": dt.datetime.now(dt.timezone.utc), "host": "h", "text_sha256": "0" * 64}
+
+    def call(_: int) -> bool:
+        call_id = writer(row)
+        return call_id in set(lake.read("outbound_ledger", columns=["call_id"])["call_id"].to_list())
+
+    with ThreadPoolExecutor(8) as pool:
+        durable = list(pool.map(call, range(24)))
+    assert all(durable)
+    assert lake.read("outbound_ledger").height == 24 and lake.read("outbound_ledger")["call_id"].n_unique() == 24
+    assert writer.commits < 24
 
 
 def test_model_strategy_uses_json_entities_and_fails_closed(tmp_path, server):

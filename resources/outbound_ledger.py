@@ -1,0 +1,158 @@
+"""The durable outbound ledger: each external call's intent is committed to the
+``outbound_ledger`` Delta table *before* the call is sent, and completed after (issue 16,
+item 5).
+
+Why: a buffered ledger (rows flushed every 32 calls) lost the rows of up to 31 calls
+that had left the machine when the process was killed. Now, after any crash, the ledger
+holds at least every call the server could have seen: a row with ``status = 'intent'``
+is a call whose outcome is unknown (it may or may not have reached the server), then
+``completed`` or ``failed`` once the reply (or the error) is back.
+
+Batching without losing correctness (group commit): a caller's intent row joins a
+pending group; one caller (the leader) commits the whole group in one Delta commit
+(an append of rows with fresh ``call_id`` s: a commit is retried only after a
+conflict that kept it from landing, so a row is never doubled) while the
+others wait for it; nobody sends before the commit holding its row returns. With an API
+backend sending N requests concurrently, their N intents share one commit. Completions
+are not needed for the guarantee, so they are buffered and merged every
+``complete_every`` calls and when the session ends (a crash leaves those rows at
+``intent``, which is the truthful state). ``benchmarks/bench_reliability.py`` measures the
+cost per call.
+
+Rows never hold the text sent or a key: hashes, counts and identifiers only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import uuid
+from typing import Any, Mapping
+
+LEDGER_TABLE = "outbound_ledger"
+INTENT, COMPLETED, FAILED = "intent", "completed", "failed"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class DurableLedger:
+    """Outbound-ledger writer for one run / partition (thread-safe).
+
+    ``ledger(call)`` (``call``: the mapping resources/outbound.py builds: called_at, host,
+    model, purpose, sample_id, text_sha256, n_chars, anonymised, strategy, entity_counts)
+    commits the intent row and returns its ``call_id``; :meth:`complete` marks it done.
+    Raises whatever the lake raises (e.g. :class:`resources.lake.LakeConflictError`): the
+    call is then not sent (fail closed).
+    """
+
+    def __init__(self, lake: Any, run_id: str, fingerprint: str | None, model: str | None, complete_every: int = 32) -> None:
+        self.lake, self.run_id, self.fingerprint, self.model = lake, run_id, fingerprint, model
+        self.complete_every = max(1, int(complete_every))
+        self._cv = threading.Condition()
+        self._pending: list[dict[str, Any]] = []
+        self._queued = 0  # sequence number of the last intent queued
+        self._durable = 0  # every intent up to this number is committed
+        self._leader = False
+        self._failed: dict[int, BaseException] = {}
+        self._done: list[dict[str, Any]] = []
+        self._done_lock = threading.Lock()
+        self.commits = 0  # intent commits made (for the benchmark and tests)
+        self.written = 0
+        if lake.exists(LEDGER_TABLE) and "call_id" not in lake.delta(LEDGER_TABLE).schema().to_arrow().names:
+            from resources.lake_commit import LakeError
+
+            raise LakeError(f"the outbound ledger under {lake.root} predates durable intents (no call_id column); "
+                            f"run `facetlake migrate --lake {lake.root}` once")
+
+    # ------------------------------------------------------------------ intents
+    def row(self, call: Mapping[str, Any]) -> dict[str, Any]:
+        """The ledger row of ``call`` with a fresh ``call_id`` and ``status = 'intent'``."""
+        counts = dict(call.get("entity_counts") or {})
+        return {
+            "called_at": call.get("called_at") or _now(), "run_id": self.run_id, "fingerprint": self.fingerprint,
+            "model": self.model, "host": call.get("host"), "api_model": call.get("model"), "purpose": call.get("purpose"),
+            "sample_id": call.get("sample_id"), "text_sha256": call["text_sha256"], "n_chars": call.get("n_chars"),
+            "anonymised": bool(call.get("anonymised")), "strategy": call.get("strategy"),
+            "entity_counts": json.dumps(counts, sort_keys=True), "n_entities": sum(counts.values()),
+            "call_id": call.get("call_id") or uuid.uuid4().hex, "status": INTENT, "completed_at": None,
+        }
+
+    def __call__(self, call: Mapping[str, Any]) -> str:
+        row = self.row(call)
+        with self._cv:
+            self._pending.append(row)
+            self._queued += 1
+            mine = self._queued
+            while self._durable < mine:
+                if mine in self._failed:
+                    raise self._failed.pop(mine)
+                if self._leader:
+                    self._cv.wait()
+                    continue
+                self._leader = True
+                group, self._pending = self._pending, []
+                upto = self._queued
+                first = upto - len(group) + 1
+                self._cv.release()
+                error: BaseException | None = None
+                try:
+                    # call ids are fresh uuid4s: a plain append is exact (resources/lake_commit.py)
+                    self.lake.append(LEDGER_TABLE, group, fresh_keys=all(r["call_id"] for r in group))
+                except BaseException as exc:  # noqa: BLE001 - handed to every waiter of the group
+                    error = exc
+                finally:
+                    self._cv.acquire()
+                self._leader = False
+                if error is None:
+                    self.commits += 1
+                    self.written += len(group)
+                    self._durable = upto
+                else:
+                    for seq in range(first, upto + 1):
+                        self._failed[seq] = error
+                    self._durable = upto  # nothing of the group is durable: each caller raises below
+                self._cv.notify_all()
+            if mine in self._failed:
+                raise self._failed.pop(mine)
+        return row["call_id"]
+
+    # ------------------------------------------------------------------ completions
+    def complete(self, call_id: str | None, ok: bool = True) -> None:
+        """Mark a call ``completed`` (or ``failed``); merged in batches (see module docstring)."""
+        if not call_id:
+            return
+        with self._done_lock:
+            self._done.append({"call_id": call_id, "status": COMPLETED if ok else FAILED, "completed_at": _now()})
+            full = len(self._done) >= self.complete_every
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Merge the buffered completions into their intent rows (one commit)."""
+        with self._done_lock:
+            done, self._done = self._done, []
+        if done:
+            mark_completed(self.lake, done)
+
+
+def mark_completed(lake: Any, updates: list[Mapping[str, Any]]) -> None:
+    """Set ``status`` and ``completed_at`` of the ledger rows named by ``call_id`` (a MERGE,
+    retried on commit conflicts)."""
+    import pyarrow as pa
+
+    from resources.lake_commit import with_retries
+
+    source = pa.Table.from_pylist([dict(u) for u in updates], schema=pa.schema(
+        [("call_id", pa.string()), ("status", pa.string()), ("completed_at", pa.timestamp("us", tz="UTC"))]))
+
+    def merge() -> None:
+        (lake.delta(LEDGER_TABLE).merge(source, predicate="t.call_id = s.call_id", source_alias="s", target_alias="t")
+         .when_matched_update({"status": "s.status", "completed_at": "s.completed_at"}).execute())
+
+    with_retries(merge, table=LEDGER_TABLE, what="ledger completion")
+
+
+__all__ = ["COMPLETED", "DurableLedger", "FAILED", "INTENT", "LEDGER_TABLE", "mark_completed"]
