@@ -78,6 +78,9 @@ class ModelBackend(abc.ABC):
 
     kind: ClassVar[str]
     locality: ClassVar[str] = "local"
+    # whether generation time measures the model: False where outputs are read, not produced
+    # (throughput and latency of reading a file mean nothing and are left out)
+    measures_throughput: ClassVar[bool] = True
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
@@ -113,6 +116,7 @@ class PrecomputedBackend(ModelBackend):
     """
 
     kind = "precomputed"
+    measures_throughput = False
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec, runtime)

@@ -28,6 +28,7 @@ class HeuristicBackend(ModelBackend):
     """Outputs derived from each sample's input (see the module docstring for the names)."""
 
     kind = "heuristic"
+    measures_throughput = False  # a string rule over the input, not a model: no throughput to report
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec)

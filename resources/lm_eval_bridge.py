@@ -695,6 +695,7 @@ class LmEvalOutputBackend(ModelBackend):
 
     kind = "lm_eval"
     locality = "local"
+    measures_throughput = False  # responses read from lm-eval's files, not generated here
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec, runtime)
