@@ -142,3 +142,46 @@ def test_quiet_drops_only_what_the_user_cannot_act_on(caplog, monkeypatch):
         warnings.warn("`FreshnessPolicy` is superseded and its usage is discouraged.", FutureWarning)
         warnings.warn("dataset row 3: column 'x' is empty", UserWarning)
     assert [str(w.message) for w in caught] == ["dataset row 3: column 'x' is empty"]
+
+
+def _stat(metric, model, mean, winner=False, lo=None, hi=None):
+    return {"kind": "model_metric", "metric": metric, "model": model, "mean": mean, "is_winner": winner, "ci_low": lo, "ci_high": hi}
+
+
+def test_side_by_side_puts_each_evaluation_in_its_own_column():
+    from pipelines.cli_report import side_by_side
+
+    table = side_by_side({
+        "a@1": [_stat("bleu", "m", 20.0, True, 18.0, 22.0), _stat("rouge_l_f", "m", 0.5),
+                {"kind": "pairwise", "metric": "bleu", "model": "m"}],
+        "b@2": [_stat("bleu", "m", 25.5), _stat("token_f1", "m", 0.25)],
+    })
+    rows = {r["metric"]: r for r in table.to_dicts()}
+    assert list(table.columns) == ["metric", "model", "a@1", "b@2", "Δ b@2 vs first"]
+    assert rows["bleu"]["a@1"] == "★ 20 [18, 22]" and rows["bleu"]["b@2"] == "25.5"
+    assert rows["bleu"]["Δ b@2 vs first"] == pytest.approx(5.5)
+    # a metric only one evaluation has stays, shown as ∅ in the other, with no Δ
+    assert rows["rouge_l_f"]["b@2"] == "∅" and rows["rouge_l_f"]["Δ b@2 vs first"] is None
+    assert rows["token_f1"]["a@1"] == "∅"
+
+
+@pytest.mark.slow
+def test_compare_with_force_shows_both_evaluations(lake_copy, instance):
+    from pipelines.runner import run_evaluation
+    from tests.conftest import small_spec
+
+    lake, first = lake_copy
+    second = run_evaluation(small_spec(name="sfres-other", limit=30), lake, instance)
+    refused = runner.invoke(app, ["compare", "-e", "sfres-small", "--with", "sfres-other", "--lake", lake.root])
+    assert refused.exit_code == 1 and "Pass --force" in refused.output
+    result = runner.invoke(app, ["compare", "-e", "sfres-small", "--with", "sfres-other", "--force", "--lake", lake.root],
+                           env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert f"{second.fingerprint[:12]} differs from {first.fingerprint[:12]}" in out
+    a, b = f"sfres-small@{first.fingerprint[:12]}", f"sfres-other@{second.fingerprint[:12]}"
+    assert out.index("differs from") < out.index("side by side")
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("metric") and a in line)
+    assert b in header and f"Δ {b} vs first" in header
+    # and then each evaluation's own tables
+    assert f"{a}: mean [95% CI]" in out and f"{b}: mean [95% CI]" in out
