@@ -19,6 +19,7 @@ import abc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import MutableMapping
 from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
 import dagster as dg
@@ -202,7 +203,53 @@ class PrecomputedBackend(ModelBackend):
             yield GenerationResult(sid, value, "ok", tokens_out=len(value.split()))
 
 
-BACKENDS: dict[str, type[ModelBackend]] = {"precomputed": PrecomputedBackend}
+class BackendRegistry(MutableMapping):
+    """Backend kind -> :class:`ModelBackend` subclass. The built-ins are listed here by name
+    (``"module:Class"``) and imported on first use, so no backend module is imported for its
+    side effect and none imports this one back while it loads (lm-eval's pattern).
+
+    ``registry[kind] = cls`` adds a backend; a value must subclass :class:`ModelBackend`
+    (``TypeError`` otherwise)."""
+
+    def __init__(self, entries: Mapping[str, "type[ModelBackend] | str"]) -> None:
+        self._entries: dict[str, Any] = dict(entries)
+
+    def __getitem__(self, kind: str) -> type[ModelBackend]:
+        entry = self._entries[kind]
+        if isinstance(entry, str):
+            import importlib
+
+            module, name = entry.split(":")
+            entry = self._entries[kind] = getattr(importlib.import_module(module), name)
+        return entry
+
+    def __setitem__(self, kind: str, cls: type[ModelBackend]) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, ModelBackend)):
+            raise TypeError(f"backend {kind!r} must be a ModelBackend subclass, not {cls!r}")
+        self._entries[kind] = cls
+
+    def __delitem__(self, kind: str) -> None:
+        del self._entries[kind]
+
+    def __contains__(self, kind: object) -> bool:  # without importing the backend's module
+        return kind in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+# one line per backend kind (spec prefix); a new backend adds its line here
+BACKENDS = BackendRegistry({
+    "precomputed": PrecomputedBackend,
+    "hf": "resources.backend_hf:HFBackend",                      # a local transformers causal LM (issue 7)
+    "vllm": "resources.backend_vllm:VLLMBackend",                # vLLM's offline engine, imported lazily (issue 7)
+    "api": "resources.backend_api:APIBackend",                   # an OpenAI-compatible endpoint (issue 7)
+    "heuristic": "resources.heuristics:HeuristicBackend",        # reference systems: lead-3, copy-input (issue 8)
+    "lm_eval": "resources.lm_eval_bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
+})
 PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}
 
 
@@ -223,7 +270,7 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
 class ModelBackends(dg.ConfigurableResource):
     """Builds the backend for a model spec string; the one place backends are chosen.
 
-    Live backends register themselves in :data:`BACKENDS` (``hf``, ``vllm``, ``api``).
+    Every backend kind is listed in :data:`BACKENDS` (``hf``, ``vllm``, ``api``, ...).
     """
 
     def backend_for(self, spec: str, runtime: Mapping[str, Any] | None = None) -> ModelBackend:
@@ -246,13 +293,3 @@ def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
         return template.format(input=sample.input, context="\n\n".join(sample.context), references="\n".join(sample.references))
     except KeyError as exc:
         raise ValueError(f"prompt template uses unknown placeholder {exc}; known: {{input}}, {{context}}, {{references}}") from None
-
-
-# live backends (issue 7) register themselves in BACKENDS: hf, vllm (imported lazily), api
-from resources import backend_hf as _backend_hf  # noqa: E402,F401
-from resources import backend_api as _backend_api  # noqa: E402,F401
-from resources import backend_vllm as _backend_vllm  # noqa: E402,F401
-# heuristic reference systems for comparisons (issue 8): heuristic:lead-3, heuristic:copy-input
-from resources import heuristics as _heuristics  # noqa: E402,F401
-# lm-eval outputs (issue 18): lm_eval:<results file> (also the lm_eval dataset and adapter kinds)
-from resources import lm_eval_bridge as _lm_eval_bridge  # noqa: E402,F401

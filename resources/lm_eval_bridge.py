@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from metric_ops.base import Sample
-from resources.backends import BACKENDS, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
+from resources.backends import GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
 
 PREFIX = "lm_eval:"
@@ -748,9 +748,6 @@ class LmEvalOutputBackend(ModelBackend):
         for task in tasks:
             rows.extend(r for r in self.run_for(task).response_rows() if r["sample_id"] in wanted)
         return rows
-
-
-BACKENDS["lm_eval"] = LmEvalOutputBackend
 
 
 def write_responses(lake: Any, backend: ModelBackend, model: str, fingerprint: str, dataset: str, samples: Sequence[Sample],

@@ -62,3 +62,37 @@ def test_reachable_follows_lazy_imports():
     # privacy imports outbound inside a function: still an edge of the graph
     assert "resources.outbound" in graph["resources.privacy"]
     assert reachable({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
+
+
+def test_backends_are_listed_by_name_not_registered_by_import():
+    graph = import_graph()
+    builtins = {"resources.backend_hf", "resources.backend_api", "resources.backend_vllm", "resources.heuristics",
+                "resources.lm_eval_bridge"}
+    assert not builtins & reachable(graph, "resources.backends")  # no bottom-of-file imports, so no cycle
+    for module in builtins:
+        assert "BACKENDS[" not in (ROOT / "resources" / f"{module.split('.')[1]}.py").read_text(), module
+
+
+def test_backend_registry_imports_a_backend_on_first_use():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom resources.backends import BACKENDS\n"
+            "assert 'heuristic' in BACKENDS and 'resources.heuristics' not in sys.modules\n"
+            "cls = BACKENDS['heuristic']\n"
+            "assert cls.__name__ == 'HeuristicBackend' and 'resources.heuristics' in sys.modules\n"
+            "assert sorted(BACKENDS) == ['api', 'heuristic', 'hf', 'lm_eval', 'precomputed', 'vllm']\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_backend_registry_refuses_a_non_backend():
+    import pytest
+
+    from resources.backends import BackendRegistry, PrecomputedBackend
+
+    registry = BackendRegistry({"precomputed": PrecomputedBackend})
+    with pytest.raises(TypeError, match="ModelBackend subclass"):
+        registry["x"] = dict
+    registry["copy"] = PrecomputedBackend
+    assert registry["copy"] is PrecomputedBackend and "copy" in registry
