@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from pathlib import Path
-from typing import Optional
 
 import typer
 

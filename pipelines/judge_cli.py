@@ -7,7 +7,6 @@ Its ``app`` is merged into the main ``facetlake`` app by ``pipelines/cli.py``.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from typing import Any, Optional
 
