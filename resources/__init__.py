@@ -1,4 +1,4 @@
-"""facetlake resources: lake store, backends, datasets, SQL (see DESIGN.md)."""
+"""facetlake resources: lake store, backends, datasets, SQL (see DESIGN.md).
 
-from resources import bfcl as _bfcl  # noqa: F401  (registers the bfcl dataset kind)
-from resources import episodes as _episodes  # noqa: F401  (registers the episodes dataset kind, issue 17)
+Nothing is imported here: plugin kinds are listed by name in their registries
+(resources/registry.py), so importing one module (the lake, for `facetlake sql`) loads no other."""

@@ -19,12 +19,12 @@ import abc
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import MutableMapping
 from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
 import dagster as dg
 
 from metric_ops.base import Sample
+from resources.registry import LazyRegistry
 
 SPEC_EXAMPLES = (
     "precomputed:outputs.jsonl, precomputed:column=system_output, hf:/models/tiny-llm, "
@@ -203,53 +203,15 @@ class PrecomputedBackend(ModelBackend):
             yield GenerationResult(sid, value, "ok", tokens_out=len(value.split()))
 
 
-class BackendRegistry(MutableMapping):
-    """Backend kind -> :class:`ModelBackend` subclass. The built-ins are listed here by name
-    (``"module:Class"``) and imported on first use, so no backend module is imported for its
-    side effect and none imports this one back while it loads (lm-eval's pattern).
-
-    ``registry[kind] = cls`` adds a backend; a value must subclass :class:`ModelBackend`
-    (``TypeError`` otherwise)."""
-
-    def __init__(self, entries: Mapping[str, "type[ModelBackend] | str"]) -> None:
-        self._entries: dict[str, Any] = dict(entries)
-
-    def __getitem__(self, kind: str) -> type[ModelBackend]:
-        entry = self._entries[kind]
-        if isinstance(entry, str):
-            import importlib
-
-            module, name = entry.split(":")
-            entry = self._entries[kind] = getattr(importlib.import_module(module), name)
-        return entry
-
-    def __setitem__(self, kind: str, cls: type[ModelBackend]) -> None:
-        if not (isinstance(cls, type) and issubclass(cls, ModelBackend)):
-            raise TypeError(f"backend {kind!r} must be a ModelBackend subclass, not {cls!r}")
-        self._entries[kind] = cls
-
-    def __delitem__(self, kind: str) -> None:
-        del self._entries[kind]
-
-    def __contains__(self, kind: object) -> bool:  # without importing the backend's module
-        return kind in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
 # one line per backend kind (spec prefix); a new backend adds its line here
-BACKENDS = BackendRegistry({
+BACKENDS = LazyRegistry({
     "precomputed": PrecomputedBackend,
     "hf": "resources.backend_hf:HFBackend",                      # a local transformers causal LM (issue 7)
     "vllm": "resources.backend_vllm:VLLMBackend",                # vLLM's offline engine, imported lazily (issue 7)
     "api": "resources.backend_api:APIBackend",                   # an OpenAI-compatible endpoint (issue 7)
     "heuristic": "resources.heuristics:HeuristicBackend",        # reference systems: lead-3, copy-input (issue 8)
     "lm_eval": "resources.lm_eval_bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
-})
+}, base=ModelBackend, what="backend")
 PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}
 
 

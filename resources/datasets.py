@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping
 
 from metric_ops.base import Sample
+from resources.registry import LazyRegistry
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
@@ -34,7 +35,7 @@ class DatasetError(ValueError):
     """A dataset file or row is malformed; the message names the file, line and fix."""
 
 
-DATASETS: dict[str, type["Dataset"]] = {}
+DATASETS = LazyRegistry({"bfcl": "resources.bfcl:BFCLDataset", "episodes": "resources.episodes:EpisodesDataset"}, what="dataset kind")  # + every kind below
 
 # byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one)
 _BOMS = (

@@ -89,10 +89,11 @@ def test_backend_registry_imports_a_backend_on_first_use():
 def test_backend_registry_refuses_a_non_backend():
     import pytest
 
-    from resources.backends import BackendRegistry, PrecomputedBackend
+    from resources.backends import ModelBackend, PrecomputedBackend
+    from resources.registry import LazyRegistry
 
-    registry = BackendRegistry({"precomputed": PrecomputedBackend})
-    with pytest.raises(TypeError, match="ModelBackend subclass"):
+    registry = LazyRegistry({"precomputed": PrecomputedBackend}, base=ModelBackend, what="backend")
+    with pytest.raises(TypeError, match="backend 'x' must be a ModelBackend subclass"):
         registry["x"] = dict
     registry["copy"] = PrecomputedBackend
     assert registry["copy"] is PrecomputedBackend and "copy" in registry
