@@ -159,7 +159,7 @@ def generations(
     identity = backend.identity()
     wall = time.perf_counter() - t_start
     price = price_for(load_prices(spec.runtime), model, getattr(backend, "model", None), spec_string)
-    perf = performance(generated, generate_s, wall, identity, price)
+    perf = performance(generated, generate_s, wall, identity, price, backend.measures_throughput)
     resume = {"kept": len(plan.kept), "reused": len(plan.reused), "reused_from": plan.reused_from,
               "generated": len(generated), "stale_model_spec": plan.stale}
     record_run(
@@ -191,7 +191,8 @@ def generations(
             "wall_s": round(wall, 3),
             "tokens_in": perf["tokens_in"],
             "tokens_out": perf["tokens_out"],
-            "tokens_per_s": round(perf["tokens_per_s"], 2) if perf["tokens_per_s"] else 0.0,
+            # no throughput for precomputed outputs (reading a file measures nothing)
+            **({"tokens_per_s": round(perf["tokens_per_s"], 2)} if perf["tokens_per_s"] is not None else {}),
             "latency_mean_s": round(perf["latency_s"]["mean"], 4) if perf["latency_s"]["mean"] is not None else 0.0,
             "latency_p95_s": round(perf["latency_s"]["p95"], 4) if perf["latency_s"]["p95"] is not None else 0.0,
             "model_parameters": perf["model_parameters"] or 0,

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pii_texts import holdout_labelled, labelled, ner_labelled  # noqa: E402
 
 from resources.anonymise import ENTITY_TYPES, NER_TYPES, build_anonymiser  # noqa: E402
+from resources.privacy import model_anonymiser_call  # noqa: E402
 
 TARGETS = {"PERSON": 0.95, "LOCATION": 0.90, "ORGANIZATION": 0.90}
 
@@ -138,7 +139,7 @@ def main() -> None:
     results: dict[str, list[tuple[str, dict]]] = {k: [] for k in sets}
     for label, names, options in strategies:
         try:
-            anonymiser = build_anonymiser(names, options=options)
+            anonymiser = build_anonymiser(names, options=options, model_call=model_anonymiser_call)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 anonymiser.find("warm-up text for Maria Schmidt in Berlin")  # model load is not per-text cost

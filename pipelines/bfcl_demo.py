@@ -9,21 +9,28 @@ prints the winner of each metric by its declared direction.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import polars as pl
 import typer
 
-from pipelines.cli import CONFIG_DIR, LakeOption, _fail, _lake, _print_frame, _run_specs, app, console
+from pipelines.cli_common import CONFIG_DIR, LakeOption, console, fail, open_lake, print_frame
+from pipelines.cli_run import run_specs
+
+if TYPE_CHECKING:
+    import polars as pl
+
+app = typer.Typer()
 
 BFCL_CONFIG = CONFIG_DIR / "bfcl.yaml"
-BFCL_OUTPUTS = CONFIG_DIR / "bfcl_demo"
+BFCL_OUTPUTS = Path("bfcl-demo-outputs")  # under the working directory, never inside the installed package
 
 
 def metric_winners(summary: pl.DataFrame, directions: dict[str, str]) -> pl.DataFrame:
     """One row per metric: the model with the best mean by the metric's direction
     (``maximize``/``minimize``), the runner-up's mean, and ``tie`` when the means are
     equal. ``summary`` has columns model, metric, mean (one fingerprint)."""
+    import polars as pl
+
     rows: list[dict[str, Any]] = []
     for metric in sorted(summary["metric"].unique().to_list()):
         part = summary.filter((pl.col("metric") == metric) & pl.col("mean").is_not_null())
@@ -48,12 +55,12 @@ def metric_winners(summary: pl.DataFrame, directions: dict[str, str]) -> pl.Data
 def demo_bfcl(
     lake: Optional[str] = LakeOption,
     category: str = typer.Option("all", help="BFCL categories: all, or a comma-separated list (simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple)."),
-    outputs_dir: Path = typer.Option(BFCL_OUTPUTS, help="Where the two precomputed output files are written."),
+    outputs_dir: Path = typer.Option(BFCL_OUTPUTS, help="Where the two precomputed output files are written (a folder under the working directory by default)."),
 ) -> None:
     """Score BFCL's single-turn categories: possible answers vs a perturbed copy.
 
     Both "models" are precomputed outputs (written to --outputs-dir, by default
-    pipelines/configs/bfcl_demo/, where pipelines/configs/bfcl.yaml reads them);
+    ./bfcl-demo-outputs in the working directory);
     metrics are bfcl_ast_accuracy (BFCL's accepted-value rules) and the tool-call suite
     (bipartite-matched precision/recall/F1, exact set, parallel calls, trajectories,
     schema validity, redundancy, irrelevance, parse failures). Prints the summary and
@@ -65,17 +72,17 @@ def demo_bfcl(
     from resources.evaluation import EvaluationSpec
 
     try:
-        paths = write_bfcl_demo_outputs(outputs_dir, category)
+        paths = write_bfcl_demo_outputs(outputs_dir.resolve(), category)
     except DatasetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     spec = EvaluationSpec.from_yaml(BFCL_CONFIG)
     spec.dataset["category"] = category
     spec.models = {
         "bfcl-possible-answers": f"precomputed:{paths['possible_answers']}",
         "bfcl-perturbed": f"precomputed:{paths['perturbed']}",
     }
-    store = _lake(lake)
-    _run_specs([spec], store, "facetlake demo-bfcl: mean per model x metric")
+    store = open_lake(lake)
+    run_specs([spec], store, "facetlake demo-bfcl: mean per model x metric")
     from pipelines.runner import summary_table
     from resources.evaluation import resolve
 
@@ -83,7 +90,9 @@ def demo_bfcl(
     summary = summary_table(store, [fingerprint])
     directions = {name: d.value for cls in REGISTRY for name, d in cls.emitted().items()}
     winners = metric_winners(summary, directions)
-    _print_frame(winners, title="winner per metric (by declared direction)")
+    print_frame(winners, title="winner per metric (by declared direction)")
+    import polars as pl
+
     overall = winners.filter(pl.col("metric") == "bfcl_ast_accuracy")
     if overall.height:
         console.print(f"[bold]BFCL AST accuracy winner:[/] {overall['winner'][0]}")

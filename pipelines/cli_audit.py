@@ -1,7 +1,7 @@
 """Audit and privacy commands: ``export``, ``verify``, ``profiles``, ``anonymise``, and the
 ``run`` options ``--offline``, ``--anonymise``, ``--profile`` (resolved here).
 
-Registered on the main ``facetlake`` app by the import at the bottom of pipelines/cli.py.
+Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli import EvaluationOption, LakeOption, _fail, _lake, _print_frame, app, console, err
+from pipelines.cli_common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame
+
+app = typer.Typer()
 
 
 class EvidenceFormat(str, Enum):
@@ -52,7 +54,7 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
                 spec.profile = profile
             policy = resolve_policy(spec.privacy)
         except (SpecError, PrivacyConfigError, ProfileError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
     _show_warnings(caught)
     _check_precomputed_files(spec)
     if policy.active:
@@ -65,7 +67,7 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
                 external_models.append(f"{slug} ({model_spec.split('@', 1)[0]})")
         if external_models:
             # refused here, before any run: one line instead of the failed runs' stack traces
-            _fail(f"offline mode is on: model {', '.join(external_models)} would call an external service, so nothing "
+            fail(f"offline mode is on: model {', '.join(external_models)} would call an external service, so nothing "
                   "was run; drop --offline (or unset FACETLAKE_OFFLINE), or remove that model from the spec")
         os.environ["FACETLAKE_OFFLINE"] = "1"  # for this process's run, once nothing is refused
         for name in spec.metrics:
@@ -92,7 +94,7 @@ def _check_precomputed_files(spec) -> None:
             try:
                 PrecomputedBackend(model_spec).check_file()
             except (BackendError, ModelSpecError) as exc:
-                _fail(f"model {slug}: {exc}")
+                fail(f"model {slug}: {exc}")
 
 
 def after_run(spec, lake) -> None:
@@ -106,7 +108,7 @@ def after_run(spec, lake) -> None:
     if row is None:
         return
     prof = load_profile(spec.profile)
-    _print_frame(profile_view(lake, [row["fingerprint"]], prof), title=f"{prof.title}: {prof.form}")
+    print_frame(profile_view(lake, [row["fingerprint"]], prof), title=f"{prof.title}: {prof.form}")
     if prof.form == "evidence":
         console.print(f"evidence export: facetlake export -e {spec.name} --out evidence-{spec.name}")
 
@@ -127,17 +129,17 @@ def export(
     from resources.catalog import CatalogError
     from resources.evidence import KEY_FILE_ENV, EvidenceError, export_evidence, load_signing_key
 
-    store = _lake(lake)
+    store = open_lake(lake)
     if not store.exists("evaluations"):
-        _fail(f"no evaluations under {store.root}; run `facetlake run CONFIG` first or pass --lake")
+        fail(f"no evaluations under {store.root}; run `facetlake run CONFIG` first or pass --lake")
     try:
         signing_key = None if unsigned and key is None else load_signing_key(key, store.root)
         if signing_key is None and not unsigned:
-            _fail(f"no signing key: create one with `facetlake keygen --out DIR`, then pass --key DIR/facetlake-evidence.key "
+            fail(f"no signing key: create one with `facetlake keygen --out DIR`, then pass --key DIR/facetlake-evidence.key "
                   f"or set {KEY_FILE_ENV}; or export with --unsigned")
         manifest = export_evidence(store, fingerprint, out, format.value, include_samples, signing_key=signing_key)
     except (CatalogError, EvidenceError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     console.print(f"evidence for fingerprint {manifest['fingerprint']} written to {out} ({len(manifest['files'])} files + MANIFEST.json)",
                   markup=False, highlight=False)
     console.print(f"manifest SHA-256 {manifest['manifest_sha256']} (anchored in the lake's evidence_exports)", markup=False, highlight=False)
@@ -162,8 +164,8 @@ def verify(
     try:
         trusted = load_public_key(public_key)
     except EvidenceError as exc:
-        _fail(str(exc))
-    report = verify_evidence(folder, public_key=trusted, lake=_lake(lake) if lake else None, allow_unsigned=allow_unsigned)
+        fail(str(exc))
+    report = verify_evidence(folder, public_key=trusted, lake=open_lake(lake) if lake else None, allow_unsigned=allow_unsigned)
     if report.ok:
         how = f"signature by key {report.key_id} verified" if report.signature_ok else "UNSIGNED (consistency only)"
         console.print(f"[bold green]intact[/]: {how}; {report.files_checked} files match the manifest; "
@@ -191,13 +193,13 @@ def keygen(
     inside the lake and never overwrites a key."""
     from resources.evidence import PASSPHRASE_ENV, EvidenceError, _inside, generate_keypair
 
-    store = _lake(lake)
+    store = open_lake(lake)
     if _inside(out, store.root):
-        _fail(f"{out} is inside the lake {store.root}; keep signing keys outside the lake")
+        fail(f"{out} is inside the lake {store.root}; keep signing keys outside the lake")
     try:
         private, public, key_id = generate_keypair(out, name, os.environ.get(PASSPHRASE_ENV) or None)
     except EvidenceError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     console.print(f"private key: {private} (keep it secret; export --key {private}, or FACETLAKE_EVIDENCE_KEY_FILE)", markup=False, highlight=False)
     console.print(f"public key:  {public} (give it to whoever verifies: verify --public-key {public})", markup=False, highlight=False)
     console.print(f"key id (SHA-256 of the public key): {key_id}", markup=False, highlight=False)
@@ -213,7 +215,7 @@ def profiles() -> None:
     rows = [{"profile": p.name, "dimensions": ", ".join(p.dimensions), "metrics": ", ".join(p.metrics),
              "judged (with a judge)": ", ".join(p.judged_metrics), "output": p.form, "file": p.source}
             for p in list_profiles().values()]
-    _print_frame(pl.DataFrame(rows), title="practitioner profiles")
+    print_frame(pl.DataFrame(rows), title="practitioner profiles")
 
 
 @app.command()
@@ -229,7 +231,7 @@ def anonymise(
         policy = resolve_policy({"anonymise": strategy})
         result = policy.anonymiser().anonymise(text) if policy.active else None
     except (PrivacyConfigError, AnonymisationError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if result is None:
         console.print(text)
         return

@@ -1,6 +1,6 @@
 """``facetlake evaluations``: list registered evaluations, archive and restore them.
 
-Registered on the main ``facetlake`` app by the import at the bottom of pipelines/cli.py.
+Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli import LakeOption, OutputFormat, _fail, _lake, _print_frame, app, console
+from pipelines.cli_common import LakeOption, OutputFormat, console, fail, open_lake, print_frame
+
+app = typer.Typer()
 
 evaluations_app = typer.Typer(
     help="Registered evaluations: name, fingerprint, dataset, models, last run, schedule. "
@@ -70,9 +72,9 @@ def evaluations(
     """List registered evaluations (current fingerprint; --history adds earlier ones)."""
     if ctx.invoked_subcommand is not None:
         return
-    store = _lake(lake)
+    store = open_lake(lake)
     if not store.exists("evaluations"):
-        _fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
+        fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
     frame = evaluations_frame(store, include_archived=all_, include_history=history)
     if frame.height == 0:
         console.print("no evaluations" + ("" if all_ else " (archived ones are hidden: --all shows them)"))
@@ -82,7 +84,7 @@ def evaluations(
                 *(["schedule", "next_run"] if any(frame["schedule"].to_list()) else []),
                 *(["history"] if frame["history"].sum() else [])]
         frame = frame.select(keep)
-    _print_frame(frame, format, title="evaluations")
+    print_frame(frame, format, title="evaluations")
 
 
 def _set(name: str, lake: Optional[str], archived: bool) -> None:
@@ -90,11 +92,11 @@ def _set(name: str, lake: Optional[str], archived: bool) -> None:
     from pipelines.runner import get_instance
     from resources.catalog import CatalogError, set_archived
 
-    store = _lake(lake)
+    store = open_lake(lake)
     try:
         n = set_archived(store, name, archived)
     except CatalogError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     sync_partitions(store, get_instance())
     verb = "archived" if archived else "restored"
     console.print(f"{verb} {name}: {n} partition(s) " + ("hidden; its data stays in the lake (facetlake sql still reads it)"

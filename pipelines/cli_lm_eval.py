@@ -1,6 +1,6 @@
 """lm-evaluation-harness commands (issue 18): ``facetlake lm-eval`` and ``facetlake import lm-eval``.
 
-Registered on the main ``facetlake`` app by the import at the bottom of pipelines/cli.py.
+Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli.py.
 See docs/lm-eval.md.
 """
 
@@ -12,7 +12,9 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli import LakeOption, _fail, _lake, _print_frame, app, console
+from pipelines.cli_common import LakeOption, console, fail, open_lake, print_frame
+
+app = typer.Typer()
 
 import_app = typer.Typer(help="Import results produced elsewhere into the lake.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
@@ -23,7 +25,7 @@ def _show(lake, done) -> None:
 
     from pipelines.lm_eval_run import lm_eval_summary_table
 
-    _print_frame(pl.DataFrame([{"task": d.task, "evaluation": d.evaluation, "model": d.model, "fingerprint": d.fingerprint[:12],
+    print_frame(pl.DataFrame([{"task": d.task, "evaluation": d.evaluation, "model": d.model, "fingerprint": d.fingerprint[:12],
                                 "samples": d.n_samples} for d in done]), title="lm-eval tasks in the lake")
     table = lm_eval_summary_table(lake, {d.fingerprint for d in done})
 
@@ -37,9 +39,9 @@ def _show(lake, done) -> None:
          "agrees": "-" if r["agrees"] is None else ("yes" if r["agrees"] else "NO")}
         for r in table.iter_rows(named=True)
     ])
-    _print_frame(view, title="lm-eval's aggregate beside facetlake's (lm_eval_summary)")
+    print_frame(view, title="lm-eval's aggregate beside facetlake's (lm_eval_summary)")
     if table.height and table.filter(pl.col("agrees") == False).height:  # noqa: E712 - polars expression
-        _fail("lm-eval's and facetlake's numbers disagree (see agrees = false above and the check_lm_eval_summary_agrees check)")
+        fail("lm-eval's and facetlake's numbers disagree (see agrees = false above and the check_lm_eval_summary_agrees check)")
     console.print("query: facetlake sql \"select metric, avg(value) from scores where metric like 'lm_eval:%' group by 1\"")
 
 
@@ -98,7 +100,7 @@ def lm_eval(
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     names = [t.strip() for t in tasks.split(",") if t.strip()]
     if not names:
-        _fail("name at least one lm-eval task, e.g. facetlake_selfaware_qa")
+        fail("name at least one lm-eval task, e.g. facetlake_selfaware_qa")
     try:
         settings = RunSettings(
             limit=int(limit) if limit is not None and limit >= 1 and float(limit).is_integer() else limit,
@@ -106,14 +108,14 @@ def lm_eval(
             gen_kwargs=gen_kwargs, apply_chat_template=apply_chat_template, system_instruction=system_instruction,
             include_path=[str(p) for p in include_path], bootstrap_iters=bootstrap_iters,
         )
-        store = _lake(lake)
+        store = open_lake(lake)
         done = run_and_import(
             names, model, store, get_instance(), settings=settings, name=name, model_name=model_name, metrics=metric,
             output_path=output_path, api_mode=api_mode, api_key_env=api_key_env, model_args=parse_model_args(model_args),
             privacy={"anonymise": anonymise} if anonymise else None,
         )
     except _errors() as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _show(store, done)
 
 
@@ -131,9 +133,9 @@ def import_lm_eval(
     from pipelines.lm_eval_run import import_output
     from pipelines.runner import get_instance
 
-    store = _lake(lake)
+    store = open_lake(lake)
     try:
         done = import_output(path, store, get_instance(), tasks=task or None, name=name, model_name=model_name, metrics=metric)
     except _errors() as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _show(store, done)

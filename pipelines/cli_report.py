@@ -1,5 +1,5 @@
-"""``facetlake report``, ``facetlake compare`` and ``facetlake lineage`` (registered on the
-main typer app; imported at the bottom of pipelines/cli.py)."""
+"""``facetlake report``, ``facetlake compare`` and ``facetlake lineage`` (merged into the
+main typer app by pipelines/cli.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from pipelines.cli import EVALUATION_HELP, EvaluationOption, LakeOption, _fail, _lake, _print_frame, app, console
+from pipelines.cli_common import EVALUATION_HELP, EvaluationOption, LakeOption, console, fail, open_lake, print_frame
+
+app = typer.Typer()
 
 
 class LineageFormat(str, Enum):
@@ -38,13 +40,13 @@ def report(
     from pipelines.report import ReportError, write_report
     from resources.catalog import CatalogError
 
-    store = _lake(lake)
+    store = open_lake(lake)
     if not store.exists("evaluations"):
-        _fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first, or pass --lake")
+        fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first, or pass --lake")
     try:
         path, statuses = write_report(store, fingerprint, out, compare or [], force, samples)
     except (ReportError, IncomparableError, CatalogError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     present = [s for s, ok in statuses if ok]
     missing = [s for s, ok in statuses if not ok]
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): {len(present)} sections with data"
@@ -69,9 +71,9 @@ def compare(
     from assets.comparisons import IncomparableError, headline, pairwise_table, require_comparable
     from resources.catalog import CatalogError, evaluation_row, list_evaluations
 
-    store = _lake(lake)
+    store = open_lake(lake)
     if not store.exists("evaluations"):
-        _fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
+        fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
     try:
         if fingerprint:
             rows_to_show = [evaluation_row(store, fingerprint)]
@@ -79,30 +81,40 @@ def compare(
             listing = list_evaluations(store)
             rows_to_show = [evaluation_row(store, fp) for fp in listing["fingerprint"].to_list()]
         if other:
+            rows_to_show = rows_to_show[:1]
             fp = rows_to_show[0]["fingerprint"]
             diffs = require_comparable(store, [fp, *other], force=force)
             for o, d in diffs.items():
-                console.print(f"[yellow]{o[:12]} differs from {fp[:12]}:[/] " + "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in d.items()))
+                console.print(f"[yellow]{o[:12]} differs from {fp[:12]}:[/] " + "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in d.items()),
+                              highlight=False)
+            for o in other:  # then each other evaluation, beside the first
+                row = evaluation_row(store, o)
+                if row["fingerprint"] not in {r["fingerprint"] for r in rows_to_show}:
+                    rows_to_show.append(row)
     except (IncomparableError, CatalogError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if not rows_to_show:
-        _fail("no active evaluations; `facetlake evaluations --all` lists archived ones")
+        fail("no active evaluations; `facetlake evaluations --all` lists archived ones")
+    if other and len(rows_to_show) > 1:
+        labelled = {_label(ev): store.read("comparisons", where={"fingerprint": ev["fingerprint"]}).to_dicts() for ev in rows_to_show}
+        print_frame(side_by_side(labelled), title="side by side: mean [95% CI] per metric x model (each evaluation's own "
+                                                  "samples; Δ = mean minus the first one's, not a paired test)")
     alerts = []
     for ev in rows_to_show:
         fp = ev["fingerprint"]
-        label = f"{ev['name']}@{fp[:12]}" + (" (history)" if ev["status"] == "history" else "")
+        label = _label(ev)
         frame = store.read("comparisons", where={"fingerprint": fp})
         if frame.height == 0:
             console.print(f"[yellow]{label}: no comparisons yet[/]; `facetlake run SPEC.yaml` materialises them (or the analysis_sensor, "
                           "after its scores change)", highlight=False)
             continue
         rows = frame.to_dicts()
-        _print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction)")
+        print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction)")
         pw = pairwise_table(rows)
         if pw.height:
-            _print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected")
+            print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected")
         if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
-            from pipelines.cli_agents import print_paired
+            from pipelines.agent_tables import print_paired
 
             print_paired(store.read("episode_summary", where={"fingerprint": fp}))
         bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
@@ -111,7 +123,37 @@ def compare(
             console.print(f"[bold red]{label} regression alert:[/] " + "; ".join(
                 f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad), highlight=False)
     if alerts and fail_on_regression:
-        _fail(f"regression alert in {', '.join(alerts)} (--fail-on-regression)")
+        fail(f"regression alert in {', '.join(alerts)} (--fail-on-regression)")
+
+
+def _label(ev: dict) -> str:
+    return f"{ev['name']}@{ev['fingerprint'][:12]}" + (" (history)" if ev["status"] == "history" else "")
+
+
+def side_by_side(labelled: dict[str, list[dict]]):
+    """One row per metric x model, one ``mean [95% CI]`` column per evaluation (in the order
+    given; ``∅`` where an evaluation lacks that metric or model) and a ``Δ vs FIRST`` column
+    for each later one: its mean minus the first evaluation's. ``labelled`` maps a label to
+    that evaluation's ``comparisons`` rows (kind ``model_metric`` is used)."""
+    import polars as pl
+
+    labels = list(labelled)
+    stats = {label: {(r["metric"], r["model"]): r for r in rows if r["kind"] == "model_metric"} for label, rows in labelled.items()}
+    keys = sorted({k for table in stats.values() for k in table})
+    out = []
+    for metric, model in keys:
+        row = {"metric": metric, "model": model}
+        first = stats[labels[0]].get((metric, model))
+        for n, label in enumerate(labels):
+            r = stats[label].get((metric, model))
+            mean = None if r is None else r["mean"]
+            ci = "" if r is None or r["ci_low"] is None else f" [{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
+            row[label] = "∅" if mean is None else ("★ " if r["is_winner"] else "") + f"{mean:.4g}" + ci
+            if n:
+                row[f"Δ {label} vs first"] = (None if mean is None or first is None or first["mean"] is None
+                                              else mean - first["mean"])
+        out.append(row)
+    return pl.DataFrame(out) if out else pl.DataFrame({"metric": []})
 
 
 @app.command()
@@ -126,11 +168,11 @@ def lineage(
     from pipelines.lineage import LineageError, build_lineage, render
     from resources.catalog import CatalogError
 
-    store = _lake(lake)
+    store = open_lake(lake)
     if not store.exists("evaluations"):
-        _fail(f"no evaluations under {store.root}; run `facetlake demo` first, or pass --lake")
+        fail(f"no evaluations under {store.root}; run `facetlake demo` first, or pass --lake")
     try:
         graph = build_lineage(store, fingerprint)
     except (LineageError, CatalogError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(render(graph, format.value))

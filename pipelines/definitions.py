@@ -12,7 +12,10 @@ from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluati
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
 from resources.lake import LakeStore
-from resources.sql import DuckDBReader
+from resources.lake_resource import DuckDBReader
+from pipelines.quiet import quiet_libraries
+
+quiet_libraries()  # also in code-location processes (`facetlake ui`, run workers), not only the CLI
 
 # the asset functions, plus the tables written outside them (catalog, token_logprobs)
 ALL_ASSETS = [*dg.load_assets_from_package_module(assets_package), *SPECS]

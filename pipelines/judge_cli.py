@@ -1,19 +1,20 @@
 """Judge commands: ``facetlake pairwise``, ``facetlake stability`` and
 ``facetlake meta-eval halueval``.
 
-Registered on the main ``app`` by one import line at the bottom of ``pipelines/cli.py``.
+Its ``app`` is merged into the main ``facetlake`` app by ``pipelines/cli.py``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from typing import Any, Optional
 
 import typer
 
-from pipelines.cli import EvaluationOption, LakeOption, OutputFormat, _fail, _lake, _print_frame, app, console
+from pipelines.cli_common import EvaluationOption, LakeOption, OutputFormat, console, fail, open_lake, print_frame
+
+app = typer.Typer()
 
 meta_app = typer.Typer(help="Meta-evaluation of judged metrics against human labels.", no_args_is_help=True)
 app.add_typer(meta_app, name="meta-eval")
@@ -50,11 +51,11 @@ def pairwise(
     from pipelines.runner import _materialize, evaluation_partition, get_instance, stored_partitions
 
     if topology not in TOPOLOGIES:
-        _fail(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
-    store = _lake(lake)
+        fail(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
+    store = open_lake(lake)
     fps = sorted({fp for _, fp in stored_partitions(store, fingerprint)})
     if not fps:
-        _fail(f"no stored generations under {store.root}" + (f" for fingerprint {fingerprint}" if fingerprint else "")
+        fail(f"no stored generations under {store.root}" + (f" for fingerprint {fingerprint}" if fingerprint else "")
               + "; run `facetlake run CONFIG` first")
     instance = get_instance()
     for fp in fps:
@@ -62,16 +63,16 @@ def pairwise(
         try:
             result = _materialize(["pairwise"], evaluation_partition(store, fp), store, instance, {"ops": {"pairwise": {"config": config}}})
         except Exception as exc:  # noqa: BLE001 - shown as a clear CLI error
-            _fail(f"pairwise judging failed for {fp[:12]}: {getattr(exc, 'description', None) or exc}")
+            fail(f"pairwise judging failed for {fp[:12]}: {getattr(exc, 'description', None) or exc}")
         meta = result.asset_materializations_for_node("pairwise")[0].metadata
         key = meta["config_key"].value
         rows = store.read("pairwise", where={"fingerprint": fp, "config_key": key}).to_dicts()
         verdicts = _verdicts_from_rows(rows)
         console.print(f"[bold]pairwise[/] fingerprint {fp[:12]}  judge {judge}  topology {topology}  "
                       f"({len(rows)} verdicts, {meta['judge_calls_paid'].value} judge calls paid)")
-        _print_frame(pl.DataFrame(win_rates(verdicts)), title="win rates ((wins + ties/2) / games)")
+        print_frame(pl.DataFrame(win_rates(verdicts)), title="win rates ((wins + ties/2) / games)")
         bias = position_bias(verdicts)
-        _print_frame(pl.DataFrame([{**bias, "judge": judge}]), title="position bias (flip rate; first-position preference, 0.5 = none)")
+        print_frame(pl.DataFrame([{**bias, "judge": judge}]), title="position bias (flip rate; first-position preference, 0.5 = none)")
         if topology == "tournament":
             console.print(f"champion: {meta['champion'].value}")
 
@@ -104,15 +105,15 @@ def stability(
     from resources.catalog import evaluation_spec
     from resources.judges import merged_params
 
-    store = _lake(lake)
+    store = open_lake(lake)
     parts = [(m, fp) for m, fp in stored_partitions(store, fingerprint) if model is None or m == model]
     if not parts:
-        _fail(f"no stored generations under {store.root} matching the filters; run `facetlake run CONFIG` first")
+        fail(f"no stored generations under {store.root} matching the filters; run `facetlake run CONFIG` first")
     params = [*param, *([f"judge={judge}"] if judge else [])]
     try:
         names = [REGISTRY.resolve(m) for m in metric]
     except UnknownMetricError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out_rows = []
     for m, fp in parts:
         spec = evaluation_spec(store, fp)
@@ -124,7 +125,7 @@ def stability(
             try:
                 instance = REGISTRY.create(name, **merged_params(spec.metric_params, name, params))
             except (ValueError, TypeError) as exc:
-                _fail(f"{name}: {exc}")
+                fail(f"{name}: {exc}")
             runs = []
             with use_cache(None):
                 for _ in range(repeats):
@@ -152,7 +153,7 @@ def stability(
                     "min_scored": min(n_scored), "max_error": max(n_error),
                     "signature": instance.signature(),
                 })
-    _print_frame(pl.DataFrame(out_rows), format, title=f"score stability over {repeats} repeats (σ; None = not enough scored values)")
+    print_frame(pl.DataFrame(out_rows), format, title=f"score stability over {repeats} repeats (σ; None = not enough scored values)")
 
 
 @meta_app.command("halueval")
@@ -184,14 +185,14 @@ def halueval(
     try:
         samples = make_dataset({"kind": "halueval", "limit": limit, **({"path": path} if path else {})}).load()
     except (DatasetError, FileNotFoundError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     samples = [s for s in samples if s.metadata.get("format") == "general" and s.metadata.get("chatgpt_response")]
     if not samples:
-        _fail("no HaluEval general rows with a chatgpt_response in the file")
+        fail("no HaluEval general rows with a chatgpt_response in the file")
     try:
         metric = Faithfulness(**merged_params({}, "faithfulness", [*param, f"judge={judge}", "knowledge=judge"]))
     except (ValueError, TypeError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     outputs = [s.metadata["chatgpt_response"] for s in samples]
     with use_cache(MemoryJudgeCache()):
         results = score_metric(metric, samples, outputs, batch_size=32)
@@ -210,7 +211,7 @@ def halueval(
            "error": statuses["error"], "hallucinated (scored)": sum(labels),
            "auroc_hallucination": value, "auroc_faithfulness": None if value is None else 1.0 - value,
            "signature": metric.signature()}
-    _print_frame(pl.DataFrame([row]), format, title="HaluEval general: judge hallucination score vs human labels (AUROC)")
+    print_frame(pl.DataFrame([row]), format, title="HaluEval general: judge hallucination score vs human labels (AUROC)")
     if value is None:
         console.print("AUROC undefined: it needs scored rows of both labels (see the errors below)")
     for sid, message, raw in errors[: max(0, show_errors)]:

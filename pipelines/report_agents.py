@@ -22,7 +22,8 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.report import PALETTE, Figures, ReportData, Section, absent, esc, fmt, html_table
+from pipelines.report_data import ReportData
+from pipelines.report_html import PALETTE, Figures, Section, absent, esc, fmt, html_table
 from resources.lake import LakeStore
 
 ORACLE_NAMES = {"episode_pass": "reward (environment)", "action_match": "write actions", "outputs_match": "required outputs",

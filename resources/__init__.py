@@ -1,5 +1,6 @@
 """facetlake resources: lake store, backends, datasets, SQL (see DESIGN.md).
 
-Dataset kinds defined outside ``resources.datasets`` (bfcl, episodes, lm_eval) are listed by
-name in its ``DATASETS`` registry and imported on first use; nothing is imported here.
-"""
+Nothing is imported here: plugin kinds (backends, dataset kinds defined outside
+``resources.datasets`` such as bfcl, episodes and lm_eval) are listed by name in their
+registries and imported on first use, so importing one module (the lake, for
+`facetlake sql`) loads no other."""

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from resources import outbound
-from resources.backends import BACKENDS, BackendError, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
+from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.logprobs import make_records
 
 _SPEC = re.compile(r"^api:(?P<model>[^@\s]+)@(?P<url>https?://\S+)$")
@@ -251,6 +251,3 @@ def _completion_records(choice: Any, text: str, top_k: int) -> list[dict[str, An
         items = sorted((entry or {}).items(), key=lambda kv: -kv[1])[:top_k] if top_k else []
         tops.append(items)
     return make_records(list(lp.tokens), list(lp.token_logprobs), tops, text)
-
-
-BACKENDS["api"] = APIBackend

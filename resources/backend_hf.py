@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from resources.backends import BACKENDS, BackendError, GenerationRequest, GenerationResult, ModelBackend
+from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend
 from resources.logprobs import make_records
 
 _CACHE: dict[tuple[str, str, str], tuple[Any, Any]] = {}
@@ -271,6 +271,3 @@ def _prefix_spans(tokenizer: Any, ids: list[int], text: str) -> list[tuple[int, 
         spans.append((prev, end))
         prev = end
     return spans
-
-
-BACKENDS["hf"] = HFBackend

@@ -21,7 +21,7 @@ import json
 import time
 from typing import Any, Iterable, Iterator, Mapping
 
-from resources.backends import BACKENDS, BackendError, GenerationRequest, GenerationResult, ModelBackend
+from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend
 from resources.logprobs import make_records
 
 _ENGINES: dict[str, Any] = {}
@@ -165,6 +165,3 @@ class VLLMBackend(ModelBackend):
             except Exception as exc:  # noqa: BLE001
                 results.append(GenerationResult(request.sample.sample_id, None, "error", f"{type(exc).__name__}: {exc}"))
         return results
-
-
-BACKENDS["vllm"] = VLLMBackend

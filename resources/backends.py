@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Mapping
 import dagster as dg
 
 from metric_ops.base import Sample
+from resources.registry import LazyRegistry
 
 SPEC_EXAMPLES = (
     "precomputed:outputs.jsonl, precomputed:column=system_output, hf:/models/tiny-llm, "
@@ -78,6 +79,9 @@ class ModelBackend(abc.ABC):
 
     kind: ClassVar[str]
     locality: ClassVar[str] = "local"
+    # whether generation time measures the model: False where outputs are read, not produced
+    # (throughput and latency of reading a file mean nothing and are left out)
+    measures_throughput: ClassVar[bool] = True
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
@@ -113,6 +117,7 @@ class PrecomputedBackend(ModelBackend):
     """
 
     kind = "precomputed"
+    measures_throughput = False
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec, runtime)
@@ -198,7 +203,15 @@ class PrecomputedBackend(ModelBackend):
             yield GenerationResult(sid, value, "ok", tokens_out=len(value.split()))
 
 
-BACKENDS: dict[str, type[ModelBackend]] = {"precomputed": PrecomputedBackend}
+# one line per backend kind (spec prefix); a new backend adds its line here
+BACKENDS = LazyRegistry({
+    "precomputed": PrecomputedBackend,
+    "hf": "resources.backend_hf:HFBackend",                      # a local transformers causal LM (issue 7)
+    "vllm": "resources.backend_vllm:VLLMBackend",                # vLLM's offline engine, imported lazily (issue 7)
+    "api": "resources.backend_api:APIBackend",                   # an OpenAI-compatible endpoint (issue 7)
+    "heuristic": "resources.heuristics:HeuristicBackend",        # reference systems: lead-3, copy-input (issue 8)
+    "lm_eval": "resources.lm_eval_bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
+}, base=ModelBackend, what="backend")
 PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}
 
 
@@ -219,7 +232,7 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
 class ModelBackends(dg.ConfigurableResource):
     """Builds the backend for a model spec string; the one place backends are chosen.
 
-    Live backends register themselves in :data:`BACKENDS` (``hf``, ``vllm``, ``api``).
+    Every backend kind is listed in :data:`BACKENDS` (``hf``, ``vllm``, ``api``, ...).
     """
 
     def backend_for(self, spec: str, runtime: Mapping[str, Any] | None = None) -> ModelBackend:
@@ -242,13 +255,3 @@ def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
         return template.format(input=sample.input, context="\n\n".join(sample.context), references="\n".join(sample.references))
     except KeyError as exc:
         raise ValueError(f"prompt template uses unknown placeholder {exc}; known: {{input}}, {{context}}, {{references}}") from None
-
-
-# live backends (issue 7) register themselves in BACKENDS: hf, vllm (imported lazily), api
-from resources import backend_hf as _backend_hf  # noqa: E402,F401
-from resources import backend_api as _backend_api  # noqa: E402,F401
-from resources import backend_vllm as _backend_vllm  # noqa: E402,F401
-# heuristic reference systems for comparisons (issue 8): heuristic:lead-3, heuristic:copy-input
-from resources import heuristics as _heuristics  # noqa: E402,F401
-# lm-eval outputs (issue 18): lm_eval:<results file> (also the lm_eval dataset and adapter kinds)
-from resources import lm_eval_bridge as _lm_eval_bridge  # noqa: E402,F401

@@ -595,7 +595,7 @@ def make_dataset(spec: Mapping[str, Any]) -> Dataset:
     spec = dict(spec)
     kind = spec.pop("kind", None)
     if kind not in DATASETS:
-        raise DatasetError(f"unknown dataset kind {kind!r}; known kinds: {', '.join(sorted(DATASETS))}")
+        raise DatasetError(DATASETS.unknown_message(kind))
     cls = DATASETS[kind]
     try:
         return cls(**spec)

@@ -264,9 +264,9 @@ def export_evidence(
 
     runs = lake.read("runs").filter(pl.col("fingerprint") == fp).sort("started_at") if lake.exists("runs") else pl.DataFrame()
     models = []
-    # every model of this evaluation fingerprint (spec and inbox), with its catalog version and source
+    # every model of this evaluation fingerprint (spec and inbox) and every model with score rows here
     catalog_models = lake.read("evaluation_models", where={"evaluation": ev["name"]}) if lake.exists("evaluation_models") else pl.DataFrame()
-    pair_models = sorted({p["model"] for p in pairs_of(lake, fp, ("current", "history", "archived", "retired"))}) or sorted(spec.get("models") or {})
+    pair_models = sorted({p["model"] for p in pairs_of(lake, fp, ("current", "history", "archived", "retired"))} | set(lake.read("scores", where={"fingerprint": fp}, columns=["model"])["model"].to_list())) or sorted(spec.get("models") or {})
     for model in pair_models:
         identity, model_spec, version = None, (spec.get("models") or {}).get(model), None
         if catalog_models.height:

@@ -168,13 +168,15 @@ def price_for(prices: Mapping[str, Any], *names: str | None) -> Mapping[str, Any
 
 def performance(
     results: Sequence[GenerationResult], generate_s: float, wall_s: float, identity: Mapping[str, Any],
-    price: Mapping[str, Any] | None,
+    price: Mapping[str, Any] | None, measures_throughput: bool = True,
 ) -> dict[str, Any]:
     """Cost and performance of the samples generated in this run.
 
     ``latency_s``: per-request seconds (API: each request; batched backends: the batch's
     wall time, which every request in it waited). ``tokens_per_s``: output tokens per
-    second of backend time (``generate_s``). ``cost``: tokens x price per million tokens.
+    second of backend time (``generate_s``); None when ``measures_throughput`` is False
+    (a precomputed backend reads outputs from a file: that rate means nothing).
+    ``cost``: tokens x price per million tokens.
     """
     lat = sorted(r.latency_s for r in results if r.latency_s is not None)
     tin = sum(r.tokens_in or 0 for r in results)
@@ -191,7 +193,7 @@ def performance(
         "latency_s": {"mean": statistics.fmean(lat) if lat else None, "p50": q(0.5), "p95": q(0.95), "max": lat[-1] if lat else None},
         "tokens_in": tin,
         "tokens_out": tout,
-        "tokens_per_s": tout / generate_s if generate_s > 0 else None,
+        "tokens_per_s": tout / generate_s if generate_s > 0 and measures_throughput else None,
         "model_parameters": identity.get("n_parameters"),
         "model_size_bytes": identity.get("size_bytes"),
         "cost": None,

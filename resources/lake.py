@@ -19,10 +19,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import dagster as dg
 import polars as pl
 import pyarrow as pa
-from pydantic import Field
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -546,15 +544,31 @@ def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[s
     return data.select(schema.names).cast(schema)
 
 
-class LakeStore(dg.ConfigurableResource):
+def __getattr__(name: str) -> Any:
+    """``LakeStore`` (the Dagster resource) is defined in :mod:`resources.lake_resource` and
+    loaded on first use, so that reading the lake (``facetlake sql``) never imports Dagster."""
+    if name == "LakeStore":
+        from resources.lake_resource import LakeStore
+
+        return LakeStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class LakeTables:
     """Delta tables under ``root`` (a local folder by default; ``s3://``/``gs://``/``az://``
     with ``storage_options`` past one machine).
 
-    ``root`` defaults to ``$FACETLAKE_LAKE`` or ``./lake``.
+    ``root`` defaults to ``$FACETLAKE_LAKE`` or ``./lake``. Plain Python (no Dagster): the
+    Dagster resource :class:`resources.lake_resource.LakeStore` (``resources.lake.LakeStore``)
+    adds the resource config on top of these methods.
     """
 
-    root: str = Field(default_factory=lambda: os.environ.get("FACETLAKE_LAKE", "lake"))
-    storage_options: dict[str, str] = Field(default_factory=dict)
+    root: str
+    storage_options: dict[str, str]
+
+    def __init__(self, root: str | None = None, storage_options: Mapping[str, str] | None = None) -> None:
+        self.root = root or os.environ.get("FACETLAKE_LAKE", "lake")
+        self.storage_options = dict(storage_options or {})
 
     # ----------------------------------------------------------------- paths
     def uri(self, table: str) -> str:

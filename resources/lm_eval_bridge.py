@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from metric_ops.base import Sample
-from resources.backends import BACKENDS, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
+from resources.backends import GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
 from resources.lm_eval_common import (  # noqa: F401  (re-exported: the public API of resources.lm_eval_bridge)
     AGREEMENT_TOLERANCE,
@@ -247,6 +247,7 @@ class LmEvalOutputBackend(ModelBackend):
 
     kind = "lm_eval"
     locality = "local"
+    measures_throughput = False  # responses read from lm-eval's files, not generated here
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec, runtime)
@@ -299,9 +300,6 @@ class LmEvalOutputBackend(ModelBackend):
         for task in tasks:
             rows.extend(r for r in self.run_for(task).response_rows() if r["sample_id"] in wanted)
         return rows
-
-
-BACKENDS["lm_eval"] = LmEvalOutputBackend
 
 
 def write_responses(lake: Any, backend: ModelBackend, model: str, fingerprint: str, dataset: str, samples: Sequence[Sample],

@@ -33,7 +33,7 @@ import os
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from resources.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser
 
@@ -85,7 +85,7 @@ class PrivacyPolicy:
         """The configured :class:`~resources.anonymise.Anonymiser` (None when off)."""
         if not self.active:
             return None
-        return build_anonymiser(self.strategies, self.entities, self.options)
+        return build_anonymiser(self.strategies, self.entities, self.options, model_call=model_anonymiser_call)
 
     def describe(self) -> dict[str, Any]:
         """For provenance: strategies, requested, forced, entities, references (no endpoints' keys)."""
@@ -93,6 +93,43 @@ class PrivacyPolicy:
         return {"anonymisation": self.label, "requested": list(self.requested), "forced": list(self.forced),
                 "entities": list(self.entities), "references": self.references,
                 **({"model_anonymiser": {k: model.get(k) for k in ("model", "base_url")}} if "model" in self.strategies else {})}
+
+
+def model_anonymiser_call(conf: Mapping[str, Any]) -> Callable[[list[dict[str, str]]], str]:
+    """The ``model`` anonymiser's LLM call for its options ``conf`` (``base_url``, ``model``,
+    ``api_key_env``, ``timeout_s``): one chat completion at temperature 0 asking for a JSON
+    object, through :func:`resources.outbound.chat_completion` (offline guard, ledger entry
+    ``anonymiser:model``) with anonymisation off. The client is built on the first call.
+
+    The call raises ``OfflineModeError`` in offline mode and
+    :class:`resources.anonymise.AnonymisationError` for any other failure (fail closed,
+    naming only the exception type)."""
+    from resources.anonymise import AnonymisationError
+
+    client: list[Any] = []
+
+    def complete(messages: list[dict[str, str]]) -> str:
+        from resources import outbound
+
+        ctx = outbound.CallContext(purpose="anonymiser:model", model=conf["model"])
+        try:
+            if not client:
+                import openai
+
+                from resources.keys import resolve_key
+
+                key = resolve_key(env=conf.get("api_key_env"), required=False) or "not-needed"
+                client.append(openai.OpenAI(base_url=conf["base_url"], api_key=key, timeout=float(conf.get("timeout_s", 60.0)),
+                                            max_retries=2))
+            reply = outbound.chat_completion(client[0], ctx, anonymise=False, messages=messages, temperature=0,
+                                             response_format={"type": "json_object"})
+            return reply.choices[0].message.content or ""
+        except outbound.OfflineModeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - fail closed with the reason
+            raise AnonymisationError(f"model anonymiser call failed ({type(exc).__name__}); nothing was sent onward") from None
+
+    return complete
 
 
 def forced_policy() -> PrivacyPolicy:

@@ -1,7 +1,7 @@
 """Read-only SQL over the lake with DuckDB, in process, with bounded cost.
 
 Every Delta table under the lake root is registered as a view of the same name from an
-Arrow dataset over the table (:meth:`resources.lake.LakeStore.arrow_dataset`; no DuckDB
+Arrow dataset over the table (:meth:`resources.lake.LakeTables.arrow_dataset`; no DuckDB
 ``delta`` extension, which would be downloaded at first use; projections and filters push
 down into the Arrow dataset). Raw-text tables (:data:`RAW_TABLES`, e.g. ``samples_raw``,
 kept only when an evaluation's spec asks for it) are registered only on request.
@@ -30,12 +30,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import dagster as dg
 import duckdb
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.lake import LakeStore
+from resources.lake import LakeTables
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
 RAW_TABLES = frozenset({"samples_raw"})
@@ -144,7 +143,7 @@ class SQLLimits:
         return parse_size(self.memory_limit)
 
 
-def _dataset(lake: LakeStore, table: str) -> Any:
+def _dataset(lake: LakeTables, table: str) -> Any:
     """Arrow dataset over the current version of ``table`` (native filesystem when local)."""
     return lake.arrow_dataset(table)
 
@@ -156,7 +155,7 @@ class Connection:
     removes the private spill folder.
     """
 
-    def __init__(self, lake: LakeStore, limits: SQLLimits | None = None, include_raw: bool = False) -> None:
+    def __init__(self, lake: LakeTables, limits: SQLLimits | None = None, include_raw: bool = False) -> None:
         self.limits = limits or SQLLimits.resolve()
         self.temp_dir = tempfile.mkdtemp(prefix="facetlake-sql-")
         self.con = duckdb.connect(":memory:", config={
@@ -189,7 +188,7 @@ class Connection:
         self.close()
 
 
-def connect(lake: LakeStore, limits: SQLLimits | None = None, include_raw: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(lake: LakeTables, limits: SQLLimits | None = None, include_raw: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per Delta table under ``lake``
     (raw-text tables only with ``include_raw``), external access off, configuration locked.
 
@@ -438,7 +437,7 @@ def _fetch_bounded(rel: duckdb.DuckDBPyRelation, limits: SQLLimits) -> Any:
     return pa.Table.from_batches(batches, schema=reader.schema)
 
 
-def query(lake: LakeStore, sql: str, limits: SQLLimits | None = None, include_raw: bool = False) -> pl.DataFrame:
+def query(lake: LakeTables, sql: str, limits: SQLLimits | None = None, include_raw: bool = False) -> pl.DataFrame:
     """Run a read-only query over the lake and return the result as polars.
 
     ``limits``: memory, threads and time limit (default :meth:`SQLLimits.resolve`);
@@ -473,19 +472,3 @@ def query(lake: LakeStore, sql: str, limits: SQLLimits | None = None, include_ra
         finally:
             if timer is not None:
                 timer.cancel()
-
-
-class DuckDBReader(dg.ConfigurableResource):
-    """Dagster resource: read-only DuckDB over the lake's Delta tables (raw-text tables
-    not exposed), with the limits of :meth:`SQLLimits.resolve`."""
-
-    lake: dg.ResourceDependency[LakeStore]
-
-    def query(self, sql: str) -> pl.DataFrame:
-        """Result of a read-only query (see :func:`query`)."""
-        return query(self.lake, sql)
-
-    def scalar(self, sql: str) -> Any:
-        """First column of the first row."""
-        frame = self.query(sql)
-        return frame.item(0, 0) if frame.height else None

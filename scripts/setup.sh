@@ -11,10 +11,17 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 . .venv/bin/activate
-python -m pip install --quiet --upgrade pip
+
+# pip, minus its "WARNING: Location '...' is ignored: it is neither a file nor a directory"
+# lines: a local package index configured for this machine (pip.conf) that lacks a given
+# package's folder; nothing to act on. Every other warning and error is kept.
+pip_install() {
+  python -m pip install --quiet "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory" >&2)
+}
+pip_install --upgrade pip
 # torch first and pinned: the CPU wheel (an unpinned torch pulls the CUDA build)
-python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet -e '.[test]'
+pip_install "torch==2.13.0"
+pip_install -e '.[test]'
 
 for extra in scripts/setup_wordnet.sh scripts/setup_browser.sh; do
   if [[ -f "$extra" ]]; then bash "$extra"; fi

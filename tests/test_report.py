@@ -190,3 +190,68 @@ def test_report_numbers_come_from_the_lake(full_lake, tmp_path):
     assert 0 < n_flagged < faith.len()
     assert f"are flagged as likely hallucination: {n_flagged} scored samples in all" in page
     assert page.count("<details class='sample'") == 5
+
+
+# ----------------------------------------------------------------------------- issue 19: what a reader sees
+_BOX = "e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; }"
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.slow
+def test_report_charts_read_right_in_chromium(full_lake, browser, tmp_path, monkeypatch):
+    import pipelines.report_samples as report_samples
+
+    lake, fp = full_lake
+    monkeypatch.setattr(report_samples, "PAGE_SIZE", 3)  # 8 samples: three pages, so the slider has work to do
+    out, _ = write_report(lake, fp, tmp_path / "report.html")
+    page, problems, _ = open_report(browser, out)
+    order = lake.read("samples", where={"fingerprint": fp}).sort("position")["sample_id"].to_list()
+    gd = "document.querySelector('#sample-heatmap .plotly-graph-div')"
+
+    # the heatmap's y axis names the samples of the page shown (their ids), page 1 then page 2
+    top_down = (f"[...{gd}.querySelectorAll('.ytick text')].map(t => [t.getBoundingClientRect().top, t.textContent])"
+                ".sort((a, b) => a[0] - b[0]).map(x => x[1])")
+    assert page.evaluate(top_down) == [str(s) for s in order[:3]]
+    page.evaluate(f"Plotly.update({gd}, {{visible: [false, true, false]}})")
+    assert page.evaluate(top_down) == [str(s) for s in order[3:6]]
+    assert page.evaluate(f"{gd}.querySelector('.ytitle').textContent") == "sample id"
+
+    # the page slider's ticks and labels overlap none of the score names
+    slider = page.evaluate(f"[...{gd}.querySelectorAll('.slider-container .slider-tick, .slider-container .slider-label, "
+                           f".slider-container text')].map({_BOX})")
+    names = page.evaluate(f"[...{gd}.querySelectorAll('.xtick text')].map({_BOX})")
+    assert slider and len(names) >= 5
+    assert not [(s, n) for s in slider for n in names if _overlap(s, n)]
+
+    # multi-run: one run per model (the BERTScore rescore joined each run, it is not a run)
+    rows = page.evaluate("[...document.querySelectorAll('#multirun table tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
+    assert sorted(r[2] for r in rows) == ["qags-lead-3", "qags-system"]
+    assert all(r[5] != "-" for r in rows), rows  # rescored by the BERTScore run
+    # small multiples: a bar chart per score on its own axis; its tallest bar fills most of its plot,
+    # so ROUGE (0-1) is as readable as any other score
+    bars = page.evaluate("""() => {
+        const gd = document.querySelectorAll('#multirun .plotly-graph-div')[1];
+        const out = {};
+        for (const g of gd.querySelectorAll('.cartesianlayer .overplot > g')) {
+            const y = g.classList[0].replace(/^x\\d*/, '');  // 'x2y2' -> 'y2'
+            const axis = gd._fullLayout['yaxis' + y.slice(1)];
+            const hs = [...g.querySelectorAll('.barlayer .point path')].map(p => p.getBoundingClientRect().height);
+            out[g.classList[0]] = [axis._length, Math.max(0, ...hs)];
+        }
+        return out;
+    }""")
+    titles = page.evaluate("[...document.querySelectorAll('#multirun .plotly-graph-div')[1].querySelectorAll('.annotation-text')].map(t => t.textContent)")
+    assert {"rouge_l_f", "token_f1", "bertscore_f1"} <= set(titles)
+    assert len(bars) == len(titles)
+    tallest = [h / plot for plot, h in bars.values() if plot]
+    assert min(tallest) > 0.5, bars
+    assert problems == [], problems
+    if os.environ.get("FACETLAKE_ARTIFACTS"):
+        dest = Path(os.environ["FACETLAKE_ARTIFACTS"])
+        dest.mkdir(parents=True, exist_ok=True)
+        page.locator("#sample-heatmap").screenshot(path=str(dest / "sample-heatmap.png"))
+        page.locator("#multirun").screenshot(path=str(dest / "multirun.png"))
+    page.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines import cli
+from pipelines import cli, cli_common
 from pipelines.cli import app
 from resources.lake import LakeStore
 
@@ -76,7 +76,7 @@ def test_sql_result_text_headers_and_title_are_literal(many_file_lake):
 def test_print_frame_title_is_literal(capsys):
     import polars as pl
 
-    cli._print_frame(pl.DataFrame({"[bold]h[/bold]": ["[/]"]}), title="[red]t[/red] [/]")
+    cli_common.print_frame(pl.DataFrame({"[bold]h[/bold]": ["[/]"]}), title="[red]t[/red] [/]")
     out = capsys.readouterr().out
     assert "[red]t[/red] [/]" in out and "[bold]h[/bold]" in out and "[/]" in out
 

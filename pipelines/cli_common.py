@@ -1,0 +1,186 @@
+"""Shared pieces of the ``facetlake`` command line: options, the lake, errors and output.
+
+Every command module (``cli_run``, ``cli_query``, ``cli_report``, ...) imports from here and
+defines its own ``typer.Typer``; ``pipelines/cli.py`` merges them into one ``app``. Nothing
+here imports Dagster, polars or a model library at module level, so ``facetlake --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+err = Console(stderr=True)
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+DEMO_CONFIGS = ("sfres.yaml", "qags.yaml")
+
+LakeOption = typer.Option(
+    None, "--lake", help="Lake root folder (or s3://... URI). Default: $FACETLAKE_LAKE or ./lake.", show_default=False
+)
+
+EVALUATION_HELP = ("Evaluation: its name (or a unique prefix), a fingerprint (or unique prefix), or a partition key "
+                   "name@fp12. `facetlake evaluations` lists them.")
+
+
+def EvaluationOption(required: bool = False, help: str = EVALUATION_HELP):  # noqa: N802 - reads like the other typer options
+    """The ``--evaluation/-e`` option (``--fingerprint`` is accepted as its old name)."""
+    return typer.Option(... if required else None, "--evaluation", "-e", "--fingerprint", help=help, show_default=False)
+
+
+class OutputFormat(str, Enum):
+    """How a result frame is printed: a rich table, CSV or JSON."""
+
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def show_flags_as_flags() -> None:
+    """Make ``--help`` show boolean flags (``--offline``, ``--help``) without a ``<bool>`` type.
+
+    Typer 0.29's rich help prints every option's value type, flags included, as if
+    ``--offline`` took a value. A flag takes none: its type column is left empty."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption.display_type_rich, "_facetlake_flags", False):
+        return
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):  # noqa: ANN001
+        if self.is_flag and self.metavar is None:
+            return None
+        return original(self, ctx)
+
+    display_type_rich._facetlake_flags = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich
+
+
+def open_lake(path: Optional[str]):
+    """The :class:`resources.lake.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``)."""
+    from resources.lake import LakeStore
+
+    return LakeStore(root=path) if path else LakeStore()
+
+
+def fail(message: str) -> None:
+    """Print ``message`` as an error and exit with status 1 (raises ``typer.Exit``).
+
+    The message is printed literally: a "[red]" or "[/]" in it is text, not rich markup."""
+    from rich.text import Text
+
+    err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)  # one line: the terminal wraps it
+    raise typer.Exit(code=1)
+
+
+def _jsonable_nested(frame):
+    """``frame`` with list/struct columns written as JSON text (CSV has no nested values)."""
+    import polars as pl
+
+    nested = [c for c, t in frame.schema.items() if isinstance(t, (pl.List, pl.Array, pl.Struct))]
+    if not nested:
+        return frame
+    return frame.with_columns(
+        pl.col(c).map_elements(lambda v: json.dumps(v.to_list() if hasattr(v, "to_list") else v, default=str),
+                               return_dtype=pl.String)
+        for c in nested
+    )
+
+
+def print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | None = None) -> None:
+    """Print a polars frame as a rich table, CSV or JSON on stdout.
+
+    Headers, cells and the title are shown literally: query results and column names such
+    as ``regexp_extract(s, '[a-z]+')`` are never read as rich markup."""
+    if fmt is OutputFormat.csv:
+        sys.stdout.write(_jsonable_nested(frame).write_csv())
+        return
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n")
+        return
+    print_table(frame, title)
+
+
+OUT_SUFFIXES = (".parquet", ".csv", ".json")
+
+
+def write_frame(frame, path: Path) -> str:
+    """Write ``frame`` to ``path``; the format follows the suffix (``.parquet``, ``.csv`` or
+    ``.json``, a JSON array of row objects). Returns a one-line description.
+
+    Raises ``ValueError`` naming the accepted suffixes for any other suffix."""
+    suffix = path.suffix.lower()
+    if suffix not in OUT_SUFFIXES:
+        raise ValueError(f"--out {path}: unknown file type {suffix or '(none)'!r}; use a name ending in "
+                         + ", ".join(OUT_SUFFIXES))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".parquet":
+        frame.write_parquet(path)
+    elif suffix == ".csv":
+        _jsonable_nested(frame).write_csv(path)
+    else:
+        path.write_text(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return f"wrote {frame.height} rows x {frame.width} columns to {path}"
+
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def cells(frame) -> tuple[list[str], list[list[str]]]:
+    """Header and cell texts: floats to 4 decimals, None as ∅, 64-hex fingerprints cut to 12."""
+    def text(v) -> str:
+        if isinstance(v, float):
+            return f"{v:.4f}"
+        if v is None:
+            return "∅"
+        v = str(v)
+        return v[:12] if HEX64.match(v) else v
+
+    return list(frame.columns), [[text(v) for v in row] for row in frame.iter_rows()]
+
+
+def print_table(frame, title: str | None = None) -> None:
+    """A table that fits the terminal: compact borders; when even that is wider than the
+    terminal, one record per row (``column  value`` lines) instead of cells broken over
+    lines. Everything is shown literally (never read as rich markup)."""
+    from rich import box
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    header, rows = cells(frame)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for column in header:
+        table.add_column(Text(column), no_wrap=True)
+    for row in rows:
+        table.add_row(*[Text(v) for v in row])
+    if title:
+        console.print(Text(title, style="bold"), soft_wrap=True)
+    if Measurement.get(console, console.options.update(max_width=100_000), table).maximum <= console.width:
+        console.print(table)
+        return
+    key_width = max(len(h) for h in header)
+    for n, row in enumerate(rows, 1):
+        console.print(Text(f"── {n} " + "─" * max(0, min(console.width, 40) - len(str(n)) - 4), style="dim"))
+        for column, value in zip(header, row):
+            console.print(Text.assemble((column.ljust(key_width), "bold"), "  ", value), soft_wrap=True)
+
+
+def first_sentence(doc: str | None) -> str:
+    """The whole first sentence of a docstring's first paragraph, RST markup removed
+    (````literal```` and ```x``` become ``literal`` and ``x``; ``:role:`x``` becomes ``x``)."""
+    paragraph = " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+    text = re.sub(r":[a-z]+:`([^`]*)`", r"\1", paragraph)
+    text = text.replace("``", "").replace("`", "")
+    # a sentence ends at . ! ? followed by a space and a capital letter (not "et al., 2023")
+    match = re.search(r"(?<=[.!?])\s+(?=[A-Z])", text)
+    return text[: match.start()] if match else text

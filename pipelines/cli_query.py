@@ -1,0 +1,88 @@
+"""``facetlake sql``, ``metrics`` and ``datasets``: read the lake and the registries.
+
+``sql`` loads neither Dagster nor a model library: it opens the lake through
+:class:`resources.lake.LakeTables` and DuckDB only (``facetlake sql`` starts in well under
+a second; benchmarks/bench_startup.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from pipelines.cli_common import LakeOption, OutputFormat, fail, first_sentence, print_frame, write_frame
+
+app = typer.Typer()
+
+
+@app.command()
+def sql(
+    statement: str = typer.Argument(..., help='A read-only query, e.g. "select metric, count(*) from scores group by 1".'),
+    lake: Optional[str] = LakeOption,
+    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit, e.g. 2GB (also caps the result). Default: $FACETLAKE_SQL_MEMORY_LIMIT or a quarter of RAM, at most 4GiB.", show_default=False),
+    threads: Optional[int] = typer.Option(None, "--threads", help="DuckDB threads. Default: $FACETLAKE_SQL_THREADS or half the cores.", show_default=False),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the query is interrupted (0 = none). Default: $FACETLAKE_SQL_TIMEOUT_S or 120.", show_default=False),
+    include_raw: bool = typer.Option(False, "--include-raw", help="Also expose raw-text tables (samples_raw: sample text before anonymisation, kept only where a spec sets privacy.store_raw)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the result to FILE.parquet, FILE.csv or FILE.json (the suffix picks the format) instead of printing it.", show_default=False, dir_okay=False),
+) -> None:
+    """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused.
+
+    External file access is off, and memory, threads and run time are bounded. `--out`
+    exports the result (DuckDB's COPY stays refused: the query cannot write files itself)."""
+    from pipelines.cli_common import OUT_SUFFIXES
+
+    if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
+        fail(f"--out {out}: unknown file type {out.suffix or '(none)'!r}; use a name ending in {', '.join(OUT_SUFFIXES)}")
+    import duckdb
+
+    from resources.sql import SQLLimitError, SQLLimits, SQLRefusedError, query
+
+    from resources.lake import LakeTables  # the lake without Dagster: `sql` starts fast
+
+    store = LakeTables(root=lake)
+    if not store.tables():
+        fail(f"no Delta tables under {store.root}; run `facetlake demo` first or pass --lake")
+    try:
+        limits = SQLLimits.resolve(memory_limit, threads, timeout)
+        frame = query(store, statement, limits, include_raw=include_raw)
+    except (SQLRefusedError, SQLLimitError, ValueError) as exc:
+        fail(str(exc))
+    except duckdb.Error as exc:
+        from resources.sql import RAW_TABLES
+
+        fail(f"{exc}\ntables: {', '.join(t for t in store.tables() if include_raw or t not in RAW_TABLES)}")
+    if out is not None:
+        from pipelines.cli_common import console
+
+        console.print(write_frame(frame, out), highlight=False)
+        return
+    print_frame(frame, format)
+
+
+@app.command()
+def metrics() -> None:
+    """List registered metrics with direction, dimension, locality and version."""
+    import polars as pl
+
+    from metric_ops.registry import list_metrics
+
+    rows = [
+        {"metric": cls.name, "scores": ", ".join(cls.emitted()), "direction": cls.direction.value,
+         "dimension": cls.dimension, "locality": cls.locality, "version": cls.version, "requires": ", ".join(cls.requires)}
+        for cls in list_metrics()
+    ]
+    print_frame(pl.DataFrame(rows), title="registered metrics")
+
+
+@app.command()
+def datasets() -> None:
+    """List dataset kinds (use one as dataset: {kind: ...} in an evaluation spec)."""
+    import polars as pl
+
+    from resources.datasets import DATASETS
+
+    rows = [{"kind": k, "default file": cls.default_path or "(path required)", "about": first_sentence(cls.__doc__)}
+            for k, cls in sorted(DATASETS.items())]
+    print_frame(pl.DataFrame(rows), title="dataset kinds")

@@ -1,0 +1,131 @@
+"""Start-up of the command line (issue 14) and its layout (issue 19): ``--help`` and ``sql``
+import none of torch, transformers, sentence-transformers, Great Expectations and Dagster,
+and the command modules form no import cycle (no module imports ``pipelines.cli``).
+Timing is benchmarks/bench_startup.py's job; these tests count what was imported."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "sentence_transformers", "great_expectations", "dagster")
+PROBE = (
+    "import sys\n"
+    "from pipelines.cli import main\n"
+    "sys.argv = ['facetlake', *sys.argv[1:]]\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
+)
+
+
+def _heavy_modules(*args: str) -> tuple[str, subprocess.CompletedProcess]:
+    env = dict(os.environ, COLUMNS="120")
+    env.pop("FACETLAKE_DEBUG", None)
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    line = [x for x in out.stderr.splitlines() if x.startswith("HEAVY=")]
+    assert line, out.stderr[-2000:]
+    return line[-1][len("HEAVY="):], out
+
+
+@pytest.fixture(scope="module")
+def tiny_lake(tmp_path_factory) -> str:
+    from resources.lake import LakeTables
+
+    lake = LakeTables(root=str(tmp_path_factory.mktemp("startup") / "lake"))
+    rows = [{"model": "m", "fingerprint": "0" * 64, "dataset": "d", "sample_id": str(i), "metric": "bleu",
+             "value": float(i), "direction": "maximize", "dimension": "x", "locality": "local", "status": "scored",
+             "detail": "{}", "signature": "bleu|v:1", "run_id": "r",
+             "created_at": dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)} for i in range(3)]
+    lake.replace("scores", rows, {"model": "m", "fingerprint": "0" * 64})
+    return lake.root
+
+
+def test_help_imports_no_heavy_library():
+    heavy, out = _heavy_modules("--help")
+    assert "Usage" in out.stdout and "sql" in out.stdout
+    assert heavy == "", f"`facetlake --help` imported {heavy}"
+
+
+def test_sql_imports_no_heavy_library_and_answers(tiny_lake):
+    heavy, out = _heavy_modules("sql", "--lake", tiny_lake, "-f", "csv", "select count(*) as n, sum(value) as s from scores")
+    assert out.stdout.strip().splitlines() == ["n,s", "3,3.0"], out.stdout + out.stderr
+    assert heavy == "", f"`facetlake sql` imported {heavy}"
+
+
+def test_a_dagster_command_still_loads_dagster(tiny_lake):
+    # the probe is not blind: `evaluations` reads the catalog through the Dagster-backed modules
+    heavy, _ = _heavy_modules("evaluations", "--lake", tiny_lake)
+    assert "dagster" in heavy.split(",")
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module an ``import``/``from ... import`` in ``path`` names (function bodies included)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def _graph(package: str) -> dict[str, set[str]]:
+    modules = {f"{package}.{p.stem}": p for p in (ROOT / package).glob("*.py") if p.stem != "__init__"}
+    return {m: {n for n in _imports(p) if n in modules and n != m} for m, p in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]], within: set[str]) -> list[str] | None:
+    """One import cycle through modules of ``within``, if any (depth-first search)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(within):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_cli_command_modules_do_not_import_the_cli_entry():
+    graph = _graph("pipelines")
+    cli_modules = {m for m in graph if m.startswith("pipelines.cli") or m in {"pipelines.bfcl_demo", "pipelines.judge_cli", "pipelines.agent_tables"}}
+    importers = sorted(m for m in cli_modules if "pipelines.cli" in graph[m])
+    assert importers == [], f"{importers} import pipelines.cli (register by add_typer in cli.py instead)"
+    # nothing outside the command line imports it, so a cycle through a command module stays inside them
+    outside = sorted(m for m in graph if m not in cli_modules and graph[m] & cli_modules)
+    assert outside == [], f"{outside} import command-line modules"
+    assert _cycle({m: graph[m] & cli_modules for m in cli_modules}, cli_modules) is None
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}, {"a"}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}, {"a"}) is None
+
+
+def test_no_bottom_of_file_imports_in_cli():
+    tree = ast.parse((ROOT / "pipelines" / "cli.py").read_text(encoding="utf-8"))
+    seen_code = False
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            assert not seen_code, f"import after code at line {node.lineno} of pipelines/cli.py"
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            seen_code = True
