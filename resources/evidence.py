@@ -241,7 +241,7 @@ def export_evidence(
     not empty, or nothing is scored, and :class:`resources.catalog.CatalogError` for an
     unknown fingerprint.
     """
-    from assets.common import package_versions
+    from resources.sample_codec import package_versions
 
     if fmt not in ("json", "csv"):
         raise EvidenceError(f"format {fmt!r} is not supported; use json or csv")
@@ -332,7 +332,7 @@ def export_evidence(
 
     samples_kind = None
     if include_samples:
-        from assets.common import samples_from_frame
+        from resources.sample_codec import samples_from_frame
         from resources.datasets import content_hash, sample_to_record
 
         samples = samples_from_frame(lake.read("samples", where={"fingerprint": fp}))

@@ -32,7 +32,7 @@ KNOWN_LONG = {
     "pipelines/cli.py", "pipelines/report.py",
     "resources/anonymise.py", "resources/datasets.py", "resources/evidence.py", "resources/lake.py",
 }
-KNOWN_BACKWARD = {("resources.evidence", "assets.common")}
+KNOWN_BACKWARD: set[tuple[str, str]] = set()
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -196,12 +196,7 @@ def test_no_new_offenders():
     assert in_cycles - KNOWN_IN_CYCLES == set(), cycles(EDGES)
 
 
-KNOWN_IN_CYCLES = {
-    "pipelines.cli", "pipelines.cli_agents", "pipelines.cli_audit", "pipelines.cli_evaluations", "pipelines.cli_lm_eval",
-    "pipelines.cli_report", "pipelines.judge_cli", "pipelines.bfcl_demo",
-    "resources.backends", "resources.backend_api", "resources.backend_hf", "resources.backend_vllm",
-    "resources.heuristics", "resources.lm_eval_bridge",
-}
+KNOWN_IN_CYCLES: set[str] = set()
 
 
 @pytest.mark.xfail(strict=False, reason=f"other issue-19 branches still split: {sorted(KNOWN_LONG)}")
@@ -209,12 +204,10 @@ def test_no_file_over_500_lines():
     assert long_files() == set()
 
 
-@pytest.mark.xfail(strict=False, reason=f"backward imports still on main: {sorted(KNOWN_BACKWARD)}")
 def test_imports_point_metric_ops_resources_assets_pipelines():
     assert backward_imports(EDGES) == set()
 
 
-@pytest.mark.xfail(strict=False, reason=f"cycles still on main (cli and its command modules; backends and their modules): {sorted(KNOWN_IN_CYCLES)}")
 def test_no_import_cycles():
     assert cycles(EDGES) == []
 
