@@ -67,6 +67,24 @@ def _user_error(exc: BaseException) -> BaseException:
 _short_helps(app)
 
 
+def _was_interrupted(exc: BaseException) -> bool:
+    """Ctrl-C inside a Dagster run arrives as DagsterExecutionInterruptedError (or a run
+    failure caused by it)."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 20:
+        if isinstance(current, KeyboardInterrupt) or type(current).__name__ == "DagsterExecutionInterruptedError":
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
+
+
+def _interrupted() -> None:
+    """One line and exit status 130 (the shell's convention for SIGINT)."""
+    err.print("interrupted: rows already stored are kept; run the same command again to resume", highlight=False)
+    sys.exit(130)
+
+
 def main() -> None:
     """Console entry: run the CLI; print errors as one line (set FACETLAKE_DEBUG=1 for the traceback)."""
 
@@ -84,7 +102,9 @@ def main() -> None:
         warnings.showwarning = one_line_warning
     try:
         app()
-    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+    except KeyboardInterrupt:
+        _interrupted()
+    except (SystemExit, GeneratorExit):
         raise
     # BaseException: pyo3_runtime.PanicException (a panic inside polars or deltalake) is
     # not an Exception; it too reaches the user as one line
@@ -93,6 +113,8 @@ def main() -> None:
             raise
         from rich.text import Text
 
+        if _was_interrupted(exc):
+            _interrupted()
         user = _user_error(exc)
         # literally, not as rich markup (a message may hold "[/]" or "[red]")
         err.print(Text.assemble(("error:", "bold red"), f" {type(user).__name__}: {user}"), soft_wrap=True)

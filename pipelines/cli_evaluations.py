@@ -45,9 +45,11 @@ def evaluations_frame(lake, include_archived: bool = False, include_history: boo
     def next_run(cron: str | None) -> str:
         if not cron:
             return ""
-        from dagster._utils.schedules import get_next_cron_tick
+        from dagster._utils.schedules import cron_string_iterator
 
-        return get_next_cron_tick(cron, latest_tick(cron, now), "UTC").strftime("%Y-%m-%d %H:%M")
+        # the first tick strictly after now (a time on a tick counts as that tick, so start past it)
+        ticks = cron_string_iterator(latest_tick(cron, now).timestamp() + 1, cron, "UTC")
+        return next(t for t in ticks if t > now).strftime("%Y-%m-%d %H:%M")
 
     rows = []
     for r in frame.iter_rows(named=True):
@@ -90,10 +92,14 @@ def evaluations(
 def _set(name: str, lake: Optional[str], archived: bool) -> None:
     from assets.partitions import sync_partitions
     from pipelines.runner import get_instance
-    from resources.catalog import CatalogError, set_archived
+    from resources.catalog import CatalogError, evaluation_row, set_archived
 
     store = open_lake(lake)
     try:
+        current = evaluation_row(store, name)
+        if bool(current.get("archived")) == archived:
+            console.print(f"{name} is already {'archived' if archived else 'active (not archived)'}; nothing changed")
+            return
         n = set_archived(store, name, archived)
     except CatalogError as exc:
         fail(str(exc))

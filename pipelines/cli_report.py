@@ -99,12 +99,13 @@ def compare(
         labelled = {_label(ev): store.read("comparisons", where={"fingerprint": ev["fingerprint"]}).to_dicts() for ev in rows_to_show}
         print_frame(side_by_side(labelled), title="side by side: mean [95% CI] per metric x model (each evaluation's own "
                                                   "samples; Δ = mean minus the first one's, not a paired test)")
-    alerts = []
+    alerts, not_compared = [], []
     for ev in rows_to_show:
         fp = ev["fingerprint"]
         label = _label(ev)
         frame = store.read("comparisons", where={"fingerprint": fp})
         if frame.height == 0:
+            not_compared.append(label)
             console.print(f"[yellow]{label}: no comparisons yet[/]; `facetlake run SPEC.yaml` materialises them (or the analysis_sensor, "
                           "after its scores change)", highlight=False)
             continue
@@ -124,6 +125,9 @@ def compare(
                 f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad), highlight=False)
     if alerts and fail_on_regression:
         fail(f"regression alert in {', '.join(alerts)} (--fail-on-regression)")
+    if not_compared and fail_on_regression:  # a gate never passes on nothing measured
+        fail(f"no comparisons yet for {', '.join(not_compared)}: nothing to gate on (--fail-on-regression); "
+             "run the evaluation first (`facetlake run SPEC.yaml`)")
 
 
 def _label(ev: dict) -> str:

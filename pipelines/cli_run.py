@@ -38,6 +38,11 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
             console.print(f"  [yellow]notice:[/] {notice}", highlight=False)
         console.print(f"  fingerprint {resolved.fingerprint[:12]}  partition {reg.partition_key}  ({len(resolved.samples)} samples)",
                       highlight=False)
+        from resources.catalog import pairs_of
+
+        added = sorted({p["model"] for p in pairs_of(lake, resolved.fingerprint)} - set(spec.models))
+        if added:  # models the inbox added to this evaluation run with it
+            console.print(f"  also models added by the inbox: {', '.join(added)}", highlight=False)
         fingerprints.append(resolved.fingerprint)
     print_frame(summary_table(lake, fingerprints), title=title)
     for fp in fingerprints:

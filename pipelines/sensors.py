@@ -88,10 +88,11 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
             )
         )
     if waiting:
-        context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered")
+        context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered"
+                         + _did_you_mean(lake, sorted(set(waiting))))
     if not run_requests:
         return dg.SensorResult(
-            skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))})" if waiting else "")
+            skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))}{_did_you_mean(lake, sorted(set(waiting)))})" if waiting else "")
             + (f" (unreadable, see the log: {', '.join(bad)})" if bad else ""),
             cursor=json.dumps(seen, sort_keys=True),
         )
@@ -100,6 +101,16 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
         dynamic_partitions_requests=partition_requests(lake, context.instance),
         cursor=json.dumps(seen, sort_keys=True),
     )
+
+
+def _did_you_mean(lake: LakeStore, folders: list[str]) -> str:
+    """``; did you mean X for folder Y?`` for inbox folders close to a registered evaluation name."""
+    import difflib
+
+    names = lake.read("evaluations", columns=["name"])["name"].unique().to_list() if lake.exists("evaluations") else []
+    hints = [f"{close[0]!r} for folder {folder!r}" for folder in folders
+             if (close := difflib.get_close_matches(folder, names, n=1, cutoff=0.75))]
+    return f"; did you mean {', '.join(hints)}?" if hints else ""
 
 
 # ----------------------------------------------------------------------------- schedules
