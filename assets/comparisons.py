@@ -35,11 +35,12 @@ from metric_ops.compare import ALPHA, compare_models, detail_json
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.lake import SCHEMAS, LakeStore
+from metric_ops.errors import FacetlakeError
 
 CHECK_REGRESSION = "check_comparisons_no_regression"
 
 
-class IncomparableError(ValueError):
+class IncomparableError(FacetlakeError, ValueError):
     """Two fingerprints differ in what defines an evaluation; the message lists the differences."""
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from metric_ops.errors import FacetlakeError
 
 AUTO = "auto"
 
 
-class DeviceError(ValueError):
+class DeviceError(FacetlakeError, ValueError):
     """A device or precision that cannot be used here; the message says what to pass instead."""
 
 

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import polars as pl
 
 from resources.lake import LakeTables
+from metric_ops.errors import FacetlakeError
 
 MAX_RUNS = 5
 HALLUCINATION_FLAG = 0.7
@@ -28,7 +29,7 @@ TIERS = (("high", 0.9), ("medium", 0.5), ("low", 0.0))
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
-class ReportError(ValueError):
+class ReportError(FacetlakeError, ValueError):
     """The report cannot be built (unknown fingerprint, nothing scored); the message says what to run."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Protocol
+from metric_ops.errors import FacetlakeError
 
 
 DETERMINISTIC_TYPES: tuple[str, ...] = ("EMAIL_ADDRESS", "PHONE_NUMBER", "IP_ADDRESS", "CREDIT_CARD", "IBAN_CODE")
@@ -16,7 +17,7 @@ STRATEGIES: tuple[str, ...] = ("ner", "rule_based", "presidio", "model")
 PLACEHOLDER = re.compile(r"\[(" + "|".join(ENTITY_TYPES) + r")_(\d+)\]")
 
 
-class AnonymisationError(RuntimeError):
+class AnonymisationError(FacetlakeError, RuntimeError):
     """A recogniser failed; the text must not be sent (fail closed)."""
 
 

@@ -25,6 +25,7 @@ import dagster as dg
 
 from metric_ops.base import Sample
 from resources.registry import LazyRegistry
+from metric_ops.errors import FacetlakeError
 
 SPEC_EXAMPLES = (
     "precomputed:outputs.jsonl, precomputed:column=system_output, hf:/models/tiny-llm, "
@@ -32,11 +33,11 @@ SPEC_EXAMPLES = (
 )
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(FacetlakeError, ValueError):
     """A model spec string is malformed; the message shows a right one."""
 
 
-class BackendError(RuntimeError):
+class BackendError(FacetlakeError, RuntimeError):
     """A backend could not be built or used (missing file, missing column, ...)."""
 
 

@@ -27,12 +27,13 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 from metric_ops.base import Sample
 from metric_ops.registry import Registry
 from resources.dataset_values import checked_scale, rating_value, text_values
+from metric_ops.errors import FacetlakeError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 
 
-class DatasetError(ValueError):
+class DatasetError(FacetlakeError, ValueError):
     """A dataset file or row is malformed; the message names the file, line and fix."""
 
 

@@ -54,6 +54,7 @@ import polars as pl
 
 from resources.catalog import evaluation_row, pairs_of
 from resources.evaluation import fingerprint_of
+from metric_ops.errors import FacetlakeError
 
 FORMAT = "facetlake-evidence/1"
 MANIFEST = "MANIFEST.json"
@@ -67,7 +68,7 @@ PUBLIC_KEY_FILE_ENV = "FACETLAKE_EVIDENCE_PUBLIC_KEY_FILE"
 JUDGE_DETAIL_KEYS = ("reasoning", "claims", "verdicts", "votes", "jurors", "judges", "raw_reply", "raw", "steps", "sentences")
 
 
-class EvidenceError(RuntimeError):
+class EvidenceError(FacetlakeError, RuntimeError):
     """The export cannot be written (unknown fingerprint, existing non-empty folder, a
     signing key that cannot be read or lies inside the lake, ...)."""
 

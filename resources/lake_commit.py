@@ -34,6 +34,7 @@ from typing import Callable, Sequence, TypeVar
 import pyarrow as pa
 
 from resources.faults import fault_point
+from metric_ops.errors import FacetlakeError
 
 T = TypeVar("T")
 
@@ -67,7 +68,7 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-class LakeError(RuntimeError):
+class LakeError(FacetlakeError, RuntimeError):
     """A lake operation was refused (bad partition value, schema mismatch, missing table)."""
 
 

@@ -36,11 +36,12 @@ import uuid
 from typing import Any, Callable, Iterator
 
 from resources.faults import fault_point
+from metric_ops.errors import FacetlakeError
 
 LEASES = "leases"
 
 
-class LeaseTimeout(RuntimeError):
+class LeaseTimeout(FacetlakeError, RuntimeError):
     """The lease stayed held by a live writer for longer than the wait allowed."""
 
 

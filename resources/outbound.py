@@ -34,9 +34,10 @@ from urllib.parse import urlparse
 
 from resources.faults import fault_point
 from resources.keys import redact_exception, register_secret
+from metric_ops.errors import FacetlakeError
 
 
-class OfflineModeError(RuntimeError):
+class OfflineModeError(FacetlakeError, RuntimeError):
     """An external call was attempted while offline mode is on."""
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from resources.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser
+from metric_ops.errors import FacetlakeError
 
 FORCE_ENV = "FACETLAKE_ANONYMISE_FORCE"
 FORCE_MODEL_ENV = "FACETLAKE_ANONYMISE_MODEL"
@@ -43,7 +44,7 @@ FORCE_MODEL_KEY_ENV = "FACETLAKE_ANONYMISE_MODEL_KEY_ENV"
 PRIVACY_KEYS = {"anonymise", "references", "entities", "presidio", "model", "ner", "store_raw"}
 
 
-class PrivacyConfigError(ValueError):
+class PrivacyConfigError(FacetlakeError, ValueError):
     """A privacy block or the administrator's variables are invalid; the message says how to fix it."""
 
 
