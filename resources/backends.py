@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Mapping
 import dagster as dg
 
 from metric_ops.base import Sample
-from resources.registry import LazyRegistry
+from metric_ops.registry import Registry
 from metric_ops.errors import FacetlakeError
 
 SPEC_EXAMPLES = (
@@ -205,14 +205,14 @@ class PrecomputedBackend(ModelBackend):
 
 
 # one line per backend kind (spec prefix); a new backend adds its line here
-BACKENDS = LazyRegistry({
-    "precomputed": PrecomputedBackend,
+BACKENDS: Registry[type[ModelBackend]] = Registry("backend", base=ModelBackend, builtins={
     "hf": "resources.backend_hf:HFBackend",                      # a local transformers causal LM (issue 7)
     "vllm": "resources.backend_vllm:VLLMBackend",                # vLLM's offline engine, imported lazily (issue 7)
     "api": "resources.backend_api:APIBackend",                   # an OpenAI-compatible endpoint (issue 7)
     "heuristic": "resources.heuristics:HeuristicBackend",        # reference systems: lead-3, copy-input (issue 8)
     "lm_eval": "resources.lm_eval_bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
-}, base=ModelBackend, what="backend")
+})
+BACKENDS.register("precomputed", PrecomputedBackend)                # defined above: rows read from a file
 PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}
 
 

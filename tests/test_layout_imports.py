@@ -89,11 +89,12 @@ def test_backend_registry_imports_a_backend_on_first_use():
 def test_backend_registry_refuses_a_non_backend():
     import pytest
 
+    from metric_ops.registry import Registry
     from resources.backends import ModelBackend, PrecomputedBackend
-    from resources.registry import LazyRegistry
 
-    registry = LazyRegistry({"precomputed": PrecomputedBackend}, base=ModelBackend, what="backend")
-    with pytest.raises(TypeError, match="backend 'x' must be a ModelBackend subclass"):
+    registry = Registry("backend", base=ModelBackend)
+    registry.register("precomputed", PrecomputedBackend)
+    with pytest.raises(TypeError, match="backend 'x'.*is not a subclass of resources.backends.ModelBackend"):
         registry["x"] = dict
     registry["copy"] = PrecomputedBackend
     assert registry["copy"] is PrecomputedBackend and "copy" in registry
