@@ -102,6 +102,7 @@ def generations(
         reused = _unchanged_outputs(lake, model, fingerprint, spec_string, backend.identity(), len(samples))
         if reused is not None:  # content-addressed reuse: same source, same samples -> same rows
             context.log.info(f"{model}: outputs unchanged since run {reused['run_id'][:8]} (same source and samples); reused")
+            _report_side_tables(context, lake, model, fingerprint)
             return dg.MaterializeResult(metadata={
                 "fingerprint": fingerprint, "model": model, "backend": backend.kind, "reused": True,
                 "reused_from_run": reused["run_id"], "dagster/row_count": reused["rows"], "n_error": reused["n_error"],
@@ -170,12 +171,7 @@ def generations(
                     "adapter": spec.adapter},
     )
     cost = perf["cost"]
-    for side in PAIR_SIDE_TABLES:  # written beside the outputs: reported for the same partition
-        n_side = lake.read(side, where={"model": model, "fingerprint": fingerprint}, columns=["sample_id"]).height if lake.exists(side) else 0
-        if n_side:
-            context.log_event(dg.AssetMaterialization(
-                asset_key=side, partition=context.partition_key,
-                metadata={"dagster/row_count": n_side, "delta_version": lake.version(side)}))
+    _report_side_tables(context, lake, model, fingerprint)
     return dg.MaterializeResult(
         metadata={
             "fingerprint": fingerprint,
@@ -239,3 +235,16 @@ def _write(lake: LakeStore, pending: list, row, model: str, fingerprint: str, ru
             tokens.extend(table_rows(records, model=model, fingerprint=fingerprint, sample_id=result.sample_id, run_id=run_id))
     if tokens:
         lake.append("token_logprobs", tokens)
+
+
+def _report_side_tables(context: dg.AssetExecutionContext, lake: LakeStore, model: str, fingerprint: str) -> None:
+    """Report ``token_logprobs`` and ``lm_eval_responses`` for this pair partition on every
+    generations run, with their true row counts (0 for a backend that writes none, e.g.
+    precomputed outputs): the UI never shows a pair's side table as missing forever."""
+    for side in PAIR_SIDE_TABLES:  # written beside the outputs: reported for the same partition
+        exists = lake.exists(side)
+        n_side = lake.read(side, where={"model": model, "fingerprint": fingerprint}, columns=["sample_id"]).height if exists else 0
+        context.log_event(dg.AssetMaterialization(
+            asset_key=side, partition=context.partition_key,
+            metadata={"dagster/row_count": n_side, **({"delta_version": lake.version(side)} if exists else {}),
+                      **({} if n_side else {"note": "this pair's backend writes no rows here"})}))

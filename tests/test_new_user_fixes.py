@@ -83,3 +83,18 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
         assert stop.value.code == 130
         err = capsys.readouterr().err
         assert err.strip().splitlines() == ["interrupted: rows already stored are kept; run the same command again to resume"]
+
+
+def test_side_tables_of_a_pair_are_reported_even_with_no_rows(lake, fresh_instance, tmp_path):  # noqa: F811
+    """token_logprobs / lm_eval_responses of a precomputed pair: materialised with 0 rows, never 'missing' forever."""
+    import dagster as dg
+
+    from resources.catalog import evaluation_row
+
+    run_evaluation(spec_for("sides", write_dataset(tmp_path), {"m1": f"precomputed:{write_outputs(tmp_path, 'm1.jsonl', correct=5)}"}),
+                   lake, fresh_instance)
+    key = f"sides@{evaluation_row(lake, 'sides')['fingerprint'][:12]}:m1"
+    for side in ("token_logprobs", "lm_eval_responses"):
+        assert fresh_instance.get_materialized_partitions(dg.AssetKey(side)) == {key}
+        event = fresh_instance.get_latest_materialization_event(dg.AssetKey(side))
+        assert event.asset_materialization.metadata["dagster/row_count"].value == 0
