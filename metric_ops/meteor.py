@@ -117,6 +117,7 @@ class Meteor(Metric):
     name = "meteor"
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "1"
     libraries = ("nltk",)
 

@@ -1075,6 +1075,7 @@ class ToolCallMetrics(Metric):
     }
     aliases = ("toolcalls", "tool_call_metrics")
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 
@@ -1204,6 +1205,7 @@ class BFCLAstAccuracy(Metric):
     aliases = ("bfcl_accuracy", "bfcl")
     direction = Direction.MAXIMIZE
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 
