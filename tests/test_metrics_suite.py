@@ -78,10 +78,15 @@ def test_corpus_bleu_variable_reference_counts_match_sacrebleu_none_padding():
 
 
 @pytest.mark.parametrize("name", ["bleu", "nltk_bleu", "chrf", "chrf_pp"])
-@pytest.mark.parametrize("hyp,ref", [("", "the cat"), ("   ", "the cat"), ("the cat", ""), ("the cat", "  \n ")])
-def test_empty_sides_score_zero_without_exception(name, hyp, ref):
-    row = get_metric(name).score_batch([_s(ref)], [hyp])[0]
-    assert row[name].status == "scored" and row[name].value == 0.0
+@pytest.mark.parametrize("hyp,ref,status", [("", "the cat", "scored"), ("   ", "the cat", "scored"),
+                                            ("the cat", "", "unscored"), ("the cat", "  \n ", "unscored")])
+def test_empty_output_scores_zero_and_empty_reference_is_unscored(name, hyp, ref, status):
+    # an empty output is measured (it matches nothing); an empty reference is no reference (issue 15 kind 2)
+    from metric_ops.runner import score_rows
+
+    row = score_rows(get_metric(name), [_s(ref)], [hyp])[0]
+    assert row["status"] == status
+    assert row["value"] == (0.0 if status == "scored" else None)
 
 
 @pytest.mark.parametrize("smoothing", range(8))
@@ -224,7 +229,8 @@ def test_bertscore_empty_candidate_and_truncation_are_flagged():
     m = get_metric("bertscore")
     long_text = "word " * 700
     rows = m.score_batch([_s("the cat sat"), _s(long_text)], ["", "word word word"])
-    assert rows[0]["bertscore_f1"].value == 0.0 and rows[0]["bertscore_precision"].value == 0.0
+    # an empty candidate leaves nothing to measure: unscored, never bert-score's placeholder 0 (issue 15)
+    assert all(rows[0][n].status == "unscored" and rows[0][n].value is None for n in m.emitted())
     assert rows[0]["bertscore_f1"].detail["empty"] == ["candidate"]
     trunc = rows[1]["bertscore_f1"].detail["truncated"]
     assert trunc["max_length"] == 512 and trunc["reference_tokens_dropped"] == [700 - 510]
