@@ -235,7 +235,7 @@ def _rouge_score(rouge_type: str, use_stemmer: bool = False, split: str = "newli
     return run
 
 
-def _nltk_meteor(cases: Sequence[Case]) -> list[list[float]]:
+def _nltk_meteor(cases: Sequence[Case], whitespace: bool = False) -> list[list[float]]:
     from nltk.corpus import wordnet
     from nltk.tokenize import NLTKWordTokenizer
     from nltk.translate.meteor_score import meteor_score
@@ -243,8 +243,12 @@ def _nltk_meteor(cases: Sequence[Case]) -> list[list[float]]:
     from metric_ops.meteor import load_wordnet
 
     load_wordnet()  # puts the repository's .nltk_data on NLTK's path when needed
-    tok = NLTKWordTokenizer()
-    return [[float(meteor_score([tok.tokenize(r) for r in c.references], tok.tokenize(c.prediction), wordnet=wordnet))] for c in cases]
+    split = str.split if whitespace else NLTKWordTokenizer().tokenize
+    return [[float(meteor_score([split(r) for r in c.references], split(c.prediction), wordnet=wordnet))] for c in cases]
+
+
+def _nltk_meteor_whitespace(cases: Sequence[Case]) -> list[list[float]]:
+    return _nltk_meteor(cases, whitespace=True)
 
 
 def _squad(kind: str) -> Callable[[Sequence[Case]], list[list[float]]]:
@@ -380,6 +384,8 @@ def variants() -> list[Variant]:
             "RougeScorer(['rougeLsum'], use_stemmer=True) on pre-split text",
         ),
         Variant("meteor", "meteor", {}, ("meteor",), _nltk_meteor, "nltk", "nltk.translate.meteor_score.meteor_score + WordNet 3.0"),
+        Variant("meteor tokenizer=whitespace", "meteor", {"tokenizer": "whitespace"}, ("meteor",), _nltk_meteor_whitespace, "nltk",
+                "nltk meteor_score on str.split() tokens + WordNet 3.0"),
         Variant("exact_match", "exact_match", {}, ("exact_match",), _squad("exact"), "squad-v2", "evaluate-v2.0.py compute_exact, max over golds"),
         Variant("token_f1", "token_f1", {}, ("token_f1",), _squad("f1"), "squad-v2", "evaluate-v2.0.py compute_f1, max over golds"),
         Variant(

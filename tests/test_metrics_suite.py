@@ -380,3 +380,52 @@ def test_bertscore_baseline_parameter_forms():
         get_metric("bertscore", baseline=100)
     with pytest.raises(MetricParamError, match="idf must be true or false"):
         get_metric("bertscore", idf="maybe")
+
+
+# ----------------------------------------------------------------- issue 15 kind 9: METEOR tokenizer
+METEOR_TOL = 1e-12  # same NLTK function on the same tokens: only float summation order could differ
+
+
+@pytest.mark.parametrize(
+    "hyp, ref, nltk_value, whitespace_value",
+    [
+        ("'' no", "no ''", 0.25, 0.5),  # QAGS-XSum: NLTK rewrites and splits the quotes differently
+    ],
+)
+def test_meteor_tokenizer_qags_case(hyp, ref, nltk_value, whitespace_value):
+    nltk_row = get_metric("meteor").score_batch([_s(ref)], [hyp])[0]["meteor"]
+    ws_row = get_metric("meteor", tokenizer="whitespace").score_batch([_s(ref)], [hyp])[0]["meteor"]
+    assert nltk_row.value == pytest.approx(nltk_value, abs=1e-9)
+    assert ws_row.value == pytest.approx(whitespace_value, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "hyp, refs",
+    [
+        ("'' no", ("no ''",)),
+        ("The cat, it sat.", ("the cat sat on the mat.",)),
+        ("don't stop", ("do not stop",)),
+        ("\"quoted\" words (here)", ("quoted words here", "other words")),
+        ("a dog barked loudly", ("the dog barks", "a dog barked")),
+    ],
+)
+def test_meteor_matches_nltk_on_the_same_pretokenised_input(hyp, refs):
+    from nltk.corpus import wordnet
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.translate.meteor_score import meteor_score
+
+    for tokenizer, split in (("nltk", NLTKWordTokenizer().tokenize), ("whitespace", str.split)):
+        ours = get_metric("meteor", tokenizer=tokenizer).score_batch([_s(*refs)], [hyp])[0]["meteor"].value
+        theirs = meteor_score([split(r) for r in refs], split(hyp), wordnet=wordnet)
+        assert abs(ours - theirs) <= METEOR_TOL, (tokenizer, ours, theirs)
+
+
+def test_meteor_tokenizer_is_recorded_in_the_signature_and_checked():
+    from metric_ops.registry import MetricParamError
+
+    assert get_metric("meteor").signature().endswith("|tok:nltk_word")
+    assert get_metric("meteor", tokenizer="whitespace").signature().endswith("|tok:whitespace")
+    with pytest.raises(ValueError, match="tokenizer must be one of nltk, whitespace"):
+        get_metric("meteor", tokenizer="spacy")
+    with pytest.raises(MetricParamError):
+        get_metric("meteor", tokenise="whitespace")
