@@ -270,3 +270,21 @@ def test_minus_infinity_travels_through_ingestion_delta_and_the_metric_inputs(tm
         metric, samples, outputs = inputs.prepare(name, {})
         row = score_rows(metric, samples, outputs)[0]
         assert row["value"] == expected and _detail(row)["n_tokens"] == 2, name
+
+
+def test_docs_state_every_metrics_range_and_unscored_meaning():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    section = text.split("## Value ranges and `unscored`", 1)[1].split("\n## ", 1)[0]
+
+    def fmt(v):
+        return "+inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:g}"
+
+    for cls in REGISTRY:
+        line = next((ln for ln in section.splitlines() if ln.startswith(f"| `{cls.name}` |")), None)
+        assert line is not None, f"docs/metrics.md has no range row for {cls.name}"
+        for score_name in cls.emitted():
+            lo, hi = cls.declared_range(score_name)
+            assert f"[{fmt(lo)}, {fmt(hi)}]" in line, (cls.name, score_name, line)
+        assert line.rstrip().split("|")[-2].strip(), f"{cls.name}: no unscored meaning"
