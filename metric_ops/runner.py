@@ -30,12 +30,14 @@ from metric_ops.base import Metric, Sample, Score, check_lengths
 
 
 def drop_blank_references(metric: Metric, sample: Sample) -> tuple[Sample, int]:
-    """``sample`` without its empty or whitespace-only references, and how many were
-    dropped. Unchanged for a metric that declares ``blank_reference_is_answer`` (an
-    empty gold is SQuAD v2's "no answer") or does not use references."""
-    if "references" not in metric.requires or getattr(metric, "blank_reference_is_answer", False):
+    """``sample`` without its null, empty or whitespace-only references, and how many
+    were dropped. A metric that declares ``blank_reference_is_answer`` (an empty gold is
+    SQuAD v2's "no answer") keeps its empty ones; a metric that does not use references
+    sees the sample unchanged."""
+    if "references" not in metric.requires:
         return sample, 0
-    kept = tuple(r for r in sample.references if not (isinstance(r, str) and not r.strip()))
+    keep_blank = getattr(metric, "blank_reference_is_answer", False)
+    kept = tuple(r for r in sample.references if r is not None and (keep_blank or not (isinstance(r, str) and not r.strip())))
     dropped = len(sample.references) - len(kept)
     return (dataclasses.replace(sample, references=kept), dropped) if dropped else (sample, 0)
 
