@@ -39,10 +39,19 @@ _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```", re.DOTALL)
 def extract_json(text: str) -> tuple[dict[str, Any], int]:
     """The one JSON object in a judge reply and its character offset in ``text``.
 
+    The reply is cleaned first (:func:`normalise_reply`: NFKC, format characters such as
+    zero-width spaces removed), so ``"verdict": "supported\u200b"`` or a fullwidth
+    ``"winner": "１"`` read as their plain forms; the offset points into the raw ``text``.
     Accepted: a bare object, an object inside a complete Markdown fence, an object with
     prose before or after it. Raises :class:`JudgeParseError` for prose with no object, a
     truncated object (fenced or not), an unclosed fence, or several objects (ambiguous).
     """
+    clean, where = normalise_reply(text)
+    obj, at = _extract_json_clean(clean)
+    return obj, (where[at] if at < len(where) else len(text))
+
+
+def _extract_json_clean(text: str) -> tuple[dict[str, Any], int]:
     fenced = list(_FENCE.finditer(text))
     if len(fenced) > 1:
         raise JudgeParseError(f"reply has {len(fenced)} fenced blocks; expected one JSON object")

@@ -532,3 +532,15 @@ def test_geval_reads_the_verdict_behind_a_zero_width_space():
     metric = GEval(judge=judge, criteria=[{"name": "completeness", "description": "complete?", "steps": STEPS}], concurrency=1)
     score = metric.score_batch([SAMPLE], ["Paris."])[0]["g_eval"]
     assert score.status == "scored" and score.value == 1.0
+
+
+def test_json_verdicts_are_read_after_cleaning_too():
+    from metric_ops.judging import JudgeReply as Reply
+    from metric_ops.pairwise import parse_pairwise
+
+    obj, offset = extract_json('Verdict\u200b: {"verdict": "supported\u200b", "claim": "１"}')
+    assert obj == {"verdict": "supported", "claim": "1"} and offset == 10  # offset into the raw reply
+    assert parse_pairwise(Reply('{"reasoning": "A is better", "winner": "\uff11"}'))[0] == "first"
+    assert parse_pairwise(Reply('{"reasoning": "tie", "winner": "t\u200bie"}'))[0] == "tie"
+    with pytest.raises(JudgeParseError):
+        parse_pairwise(Reply('{"reasoning": "?", "winner": "3"}'))
