@@ -140,7 +140,11 @@ class Metric:
       match; default False) and, for a metric that emits several scores of which only
       some are 0/1, ``binary_scores`` (their names). The analysis chooses Wilson
       intervals, McNemar's test and Cohen's g from this declaration, never from the
-      values a run happened to produce (:meth:`emitted_binary`).
+      values a run happened to produce (:meth:`emitted_binary`),
+    - ``blank_reference_is_answer`` (optional, default False): True when an empty
+      reference has a meaning of its own (SQuAD v2's "no answer" gold); otherwise the
+      runner drops empty or whitespace-only references like null ones and a sample left
+      with none is ``unscored`` (:func:`metric_ops.runner.drop_blank_references`).
 
     and implement :meth:`score_batch`. Constructor keyword arguments are the metric's
     parameters; they are kept in ``self.params`` and enter the signature.
