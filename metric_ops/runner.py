@@ -87,7 +87,7 @@ def score_metric(
         if missing:
             reason = f"sample has no {', '.join(missing)}"
             if dropped and "references" in missing:
-                reason += f" (its {dropped} reference(s) are empty or whitespace-only: nothing to compare with)"
+                reason += f" (its {dropped} reference(s) are null, empty or whitespace-only: nothing to compare with)"
             extra = {"blank_references_dropped": dropped} if dropped else {}
             results[i] = {n: Score.unscored(reason, missing=missing, **extra) for n in metric.emitted()}
         else:
