@@ -98,7 +98,9 @@ def facetlake_values(variant: Variant, cases: Sequence[Case]) -> FacetlakeValues
             if isinstance(raw, (int, float)):
                 out_of_range += 1
                 vals.append(float(raw))
-                scale.append(1.0)
+                # an ill-conditioned BERTScore F (P, R of opposite signs) can leave [-1, 1]:
+                # its raw value is held to tolerance x f1_condition like any such F
+                scale.append(max(1.0, float(s.detail.get("f1_condition", 1.0))))
                 continue
             # an error row must meet a reference that also fails (NaN) on that case
             vals.append(s.value if s.status == "scored" else math.nan)
