@@ -170,7 +170,10 @@ class BERTScore(Metric):
     gives 0 with a warning; facetlake never records a scored 0 there). Empty or
     whitespace-only references are dropped by the runner, as null ones are; a sample
     with no reference is ``unscored``. Values are in [-1, 1], or
-    [(-1 - b) / (1 - b), 1] with a baseline b (:meth:`range_of`). With idf, a
+    [(-1 - b) / (1 - b), 1] with a baseline b (:meth:`range_of`); float32 residue past
+    1 is clamped by the runner. F = 2PR/(P+R) of a P and R with opposite signs can lie
+    far outside that range (P + R near 0): the runner records such an F as an ``error``
+    with its raw value and ``f1_condition`` kept in ``detail``. With idf, a
     precision (recall) whose candidate (reference) tokens all have idf 0 -- they occur in
     every reference -- is undefined: bert-score returns NaN there and facetlake records an
     ``error`` naming the cause; F is the best over the references where it is defined
