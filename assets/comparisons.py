@@ -96,7 +96,7 @@ def value_ranges(metrics: list[str]) -> dict[str, tuple[float, float]]:
     out = {}
     for name in metrics:
         try:
-            rng = REGISTRY.get_class(name).value_range
+            rng = REGISTRY.get_class(name).declared_range(name)
         except Exception:  # noqa: BLE001 - human ratings and retired metrics have no class
             continue
         if rng is not None:

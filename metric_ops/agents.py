@@ -76,6 +76,7 @@ class EpisodeReward(Metric):
     direction = Direction.MAXIMIZE
     score_directions = {"episode_reward": Direction.MAXIMIZE, "episode_pass": Direction.MAXIMIZE}
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("metadata",)
 
@@ -137,6 +138,7 @@ class ActionOracle(Metric):
     direction = Direction.MAXIMIZE
     score_directions = {"action_match": Direction.MAXIMIZE, "action_f1": Direction.MAXIMIZE}
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 
@@ -230,6 +232,7 @@ class OutputsOracle(Metric):
     direction = Direction.MAXIMIZE
     score_directions = {"outputs_match": Direction.MAXIMIZE, "outputs_recall": Direction.MAXIMIZE}
     dimension = "factual"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 
@@ -369,6 +372,7 @@ class PolicyOracle(Metric):
     direction = Direction.MAXIMIZE
     score_directions = {"policy_compliance": Direction.MAXIMIZE}
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output",)
 

@@ -23,6 +23,9 @@ DIMENSIONS: tuple[str, ...] = ("baseline_grounding", "epistemic", "factual", "pr
 LOCALITIES: tuple[str, ...] = ("local", "external")
 STATUSES: tuple[str, ...] = ("scored", "unscored", "error")
 SAMPLE_FIELDS: tuple[str, ...] = ("input", "output", "references", "context", "metadata", "ratings")
+#: a scored value outside its declared range by at most this much, relative to the bound
+#: (``RANGE_RTOL * max(1, |bound|)``), is float rounding and is clamped to the bound
+RANGE_RTOL: float = 1e-6
 
 
 class MetricDefinitionError(TypeError):
@@ -125,7 +128,11 @@ class Metric:
     - ``locality`` (``"local"`` or ``"external"``; default ``"local"``),
     - ``version`` (str; bump it whenever the number can change),
     - ``requires`` (sample fields needed, subset of :data:`SAMPLE_FIELDS`),
-    - ``value_range`` ((lo, hi) of a scored value),
+    - ``value_range`` ((lo, hi) of a scored value, bounds included, ``float("inf")``
+      allowed) -- required: a concrete metric that does not declare it (in its own class
+      or a family base class) fails at definition; ``score_ranges`` (optional
+      ``{score_name: (lo, hi)}``) overrides it for some emitted scores. Values leaving
+      the range are handled centrally (:func:`check_range`), never per metric,
     - ``libraries`` (distribution names whose versions enter the signature),
     - ``score_directions`` (optional ``{score_name: Direction}`` when one metric emits
       several scores, e.g. ROUGE precision/recall/F; default ``{name: direction}``),
@@ -133,7 +140,11 @@ class Metric:
       match; default False) and, for a metric that emits several scores of which only
       some are 0/1, ``binary_scores`` (their names). The analysis chooses Wilson
       intervals, McNemar's test and Cohen's g from this declaration, never from the
-      values a run happened to produce (:meth:`emitted_binary`).
+      values a run happened to produce (:meth:`emitted_binary`),
+    - ``blank_reference_is_answer`` (optional, default False): True when an empty
+      reference has a meaning of its own (SQuAD v2's "no answer" gold); otherwise the
+      runner drops empty or whitespace-only references like null ones and a sample left
+      with none is ``unscored`` (:func:`metric_ops.runner.drop_blank_references`).
 
     and implement :meth:`score_batch`. Constructor keyword arguments are the metric's
     parameters; they are kept in ``self.params`` and enter the signature.
@@ -149,7 +160,8 @@ class Metric:
     locality: ClassVar[str] = "local"
     version: ClassVar[str] = "1"
     requires: ClassVar[tuple[str, ...]] = ("output", "references")
-    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    value_range: ClassVar[tuple[float, float]]
+    score_ranges: ClassVar[Mapping[str, tuple[float, float]]] = {}
     libraries: ClassVar[tuple[str, ...]] = ()
     score_directions: ClassVar[Mapping[str, Direction] | None] = None
     aliases: ClassVar[tuple[str, ...]] = ()
@@ -183,6 +195,7 @@ class Metric:
             for score_name, d in cls.score_directions.items():
                 if not isinstance(d, Direction):
                     raise MetricDefinitionError(f"{where}: score {score_name!r} declares no Direction")
+        _check_declared_ranges(cls, where, name)
         stray = set(cls.binary_scores) - set(cls.emitted())
         if stray:
             raise MetricDefinitionError(f"{where} ({name!r}): binary_scores {sorted(stray)} are not among its emitted scores")
@@ -205,6 +218,24 @@ class Metric:
         """Emitted score names declared 0/1 (``binary`` covers them all; else ``binary_scores``)."""
         return frozenset(cls.emitted()) if cls.binary else frozenset(cls.binary_scores)
 
+    @classmethod
+    def declared_range(cls, score_name: str | None = None) -> tuple[float, float]:
+        """The declared (lo, hi) of emitted score ``score_name`` (default: the metric's own
+        name): ``score_ranges[score_name]`` when given, else ``value_range``."""
+        rng = cls.score_ranges.get(score_name or cls.name, cls.value_range)
+        return float(rng[0]), float(rng[1])
+
+    def range_of(self, score_name: str) -> tuple[float, float]:
+        """(lo, hi) of ``score_name`` for this instance's parameters; defaults to
+        :meth:`declared_range`. A metric whose range depends on a parameter (BERTScore
+        with baseline rescaling) overrides this."""
+        return self.declared_range(score_name)
+
+    def check_scores(self, scores: Mapping[str, "Score"]) -> dict[str, "Score"]:
+        """``scores`` with every scored value checked against :meth:`range_of`
+        (:func:`check_range`). The runner applies this to every result, in one place."""
+        return {k: check_range(v, self.range_of(k), k) if isinstance(v, Score) else v for k, v in scores.items()}
+
     def signature(self) -> str:
         """sacrebleu-style signature: name, version, parameters, library versions."""
         parts = [f"{self.name}", f"v:{self.version}"]
@@ -226,6 +257,57 @@ class Metric:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.signature()}>"
+
+
+def _is_range(rng: Any) -> bool:
+    try:
+        lo, hi = (float(v) for v in rng)
+    except (TypeError, ValueError):
+        return False
+    return not (math.isnan(lo) or math.isnan(hi)) and lo < hi
+
+
+def _check_declared_ranges(cls: type[Metric], where: str, name: str) -> None:
+    rng = getattr(cls, "value_range", None)
+    if rng is None:
+        raise MetricDefinitionError(
+            f"{where} ({name!r}) declares no value_range: add value_range = (lo, hi), the bounds of a "
+            "scored value (e.g. (0.0, 1.0); float('inf') for an unbounded side)"
+        )
+    if not _is_range(rng):
+        raise MetricDefinitionError(f"{where} ({name!r}): value_range must be two numbers lo < hi, got {rng!r}")
+    emitted = cls.emitted()
+    for score_name, score_rng in cls.score_ranges.items():
+        if score_name not in emitted:
+            raise MetricDefinitionError(f"{where} ({name!r}): score_ranges names {score_name!r}, which it does not emit")
+        if not _is_range(score_rng):
+            raise MetricDefinitionError(f"{where} ({name!r}): score_ranges[{score_name!r}] must be two numbers lo < hi, got {score_rng!r}")
+
+
+def check_range(score: Score, value_range: tuple[float, float], score_name: str = "value") -> Score:
+    """``score`` checked against its declared ``value_range`` (bounds included).
+
+    - not scored, or inside the range: returned unchanged;
+    - outside by float rounding only (at most ``RANGE_RTOL * max(1, |bound|)`` past the
+      bound, e.g. sacrebleu's BLEU of 100.00000000000004 or a cosine of 1.000000238):
+      the bound, with the computed value kept in ``detail["raw_value"]`` and
+      ``detail["clamped"]`` true;
+    - further out (an infinite value of a finite range included): ``error`` naming the
+      value and the range, the computed value in ``detail["raw_value"]``.
+    """
+    if score.status != "scored" or score.value is None:
+        return score
+    lo, hi = value_range
+    value = float(score.value)
+    if lo <= value <= hi:
+        return score
+    bound = lo if value < lo else hi
+    if math.isfinite(value) and abs(value - bound) <= RANGE_RTOL * max(1.0, abs(bound)):
+        return Score(float(bound), "scored", {**score.detail, "raw_value": value, "clamped": True})
+    return Score.error(
+        f"{score_name} = {value!r} is outside its declared range [{lo}, {hi}] by more than float rounding",
+        **{**score.detail, "raw_value": value},
+    )
 
 
 def _format_param(value: Any) -> str:

@@ -166,9 +166,16 @@ class BERTScore(Metric):
 
     Edge cases, as the reference: text longer than the model's maximum length (512
     tokens for MiniLM, special tokens included) is cut to it and ``detail["truncated"]``
-    says how many tokens were dropped from which side; an empty (or whitespace-only)
-    candidate or reference scores P = R = F = 0 (before rescaling) with
-    ``detail["empty"]`` set. A sample with no reference is ``unscored``. With idf, a
+    says how many tokens were dropped from which side. An empty candidate (nothing left
+    but special tokens after tokenisation), or references that are all empty, leave
+    nothing to measure: ``unscored`` with ``detail["empty"]`` naming the side (bert-score
+    gives 0 with a warning; facetlake never records a scored 0 there). Empty or
+    whitespace-only references are dropped by the runner, as null ones are; a sample
+    with no reference is ``unscored``. Values are in [-1, 1], or
+    [(-1 - b) / (1 - b), 1] with a baseline b (:meth:`range_of`); float32 residue past
+    1 is clamped by the runner. F = 2PR/(P+R) of a P and R with opposite signs can lie
+    far outside that range (P + R near 0): the runner records such an F as an ``error``
+    with its raw value and ``f1_condition`` kept in ``detail``. With idf, a
     precision (recall) whose candidate (reference) tokens all have idf 0 -- they occur in
     every reference -- is undefined: bert-score returns NaN there and facetlake records an
     ``error`` naming the cause; F is the best over the references where it is defined
@@ -237,6 +244,14 @@ class BERTScore(Metric):
         segment's value kept for resampling (:func:`metric_ops.corpus.corpus_score_rows`)."""
         return {"kind": "mean", "fields": ["sum", "count"], "params": {}}
 
+    def range_of(self, score_name: str) -> tuple[float, float]:
+        """[-1, 1] (a weighted mean of cosines); with baseline rescaling x -> (x - b) / (1 - b)
+        the bounds move to [(-1 - b) / (1 - b), 1]."""
+        if self.baseline is None:
+            return self.declared_range(score_name)
+        b = self.baseline[list(self.score_directions).index(score_name)]
+        return (-1.0 - b) / (1.0 - b), 1.0
+
     def signature(self) -> str:
         return (f"{super().signature()}|max_len:{self.encoder.max_length}|rescaled:{'yes' if self.baseline else 'no'}"
                 + dtype_tag(self.encoder))
@@ -278,6 +293,12 @@ class BERTScore(Metric):
                 empty.append("candidate")
             if not refs:
                 results.append({n: Score.unscored("no reference to compare with") for n in self.score_directions})
+                continue
+            if empty or all(len(encoded[ref][0]) == n_special for ref in refs):
+                # nothing to measure: bert_score would give 0 with a warning; never a scored 0 here
+                side = "candidate" if empty else "reference"
+                reason = f"the {side} is empty after tokenisation (only special tokens): nothing to compare"
+                results.append({n: Score.unscored(reason, empty=[side]) for n in self.score_directions})
                 continue
             per_ref: list[tuple[float, float, float]] = []
             padded = padded_references([len(encoded[ref][0]) for ref in refs]) if self.pad_references else [False] * len(refs)
@@ -340,10 +361,11 @@ class SemanticSimilarity(Metric):
 
     Input: one output and >= 1 references; value in [-1, 1], the maximum over
     references. Text past ``max_seq_length`` tokens is cut (``detail["truncated"]``); an
-    empty output is embedded as the special tokens alone, as sentence-transformers does,
-    and flagged in ``detail["empty"]``. Parameters: ``model`` (local folder, default the
-    packaged MiniLM), ``max_seq_length`` (256, the model's sentence-transformers setting),
-    ``device`` (``auto``: CUDA when present) and ``fp16`` (CUDA only, in the signature).
+    empty (or whitespace-only) output leaves nothing to measure and is ``unscored``
+    (sentence-transformers would embed the special tokens alone). Parameters: ``model``
+    (local folder, default the packaged MiniLM), ``max_seq_length`` (256, the model's
+    sentence-transformers setting), ``device`` (``auto``: CUDA when present) and ``fp16``
+    (CUDA only, in the signature).
     Shares the token-embedding cache with ``bertscore`` (same model, last layer).
     """
 
@@ -392,13 +414,14 @@ class SemanticSimilarity(Metric):
         index = {t: i for i, t in enumerate(unique)}
         results = []
         for sample, output in zip(samples, outputs):
+            if not output.strip():
+                results.append({self.name: Score.unscored("the output is empty: nothing to compare", empty=["output"])})
+                continue
             o = index[output]
             value = max(float(emb[o] @ emb[index[r]]) for r in sample.references)
             detail: dict[str, Any] = {}
             dropped = {t: cuts[index[t]] for t in (output, *sample.references) if cuts[index[t]]}
             if dropped:
                 detail["truncated"] = {"texts_cut": len(dropped), "max_seq_length": self.max_seq_length}
-            if not output.strip():
-                detail["empty"] = ["output"]
             results.append({self.name: Score(value, detail=detail)})
         return results

@@ -179,6 +179,7 @@ class NltkBLEU(Metric):
     aliases = ("bleu_nltk",)
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "1"
     libraries = ("nltk", "sacrebleu")
 

@@ -7,7 +7,16 @@ table for metrics that declare ``uses_token_logprobs = True`` (when a metric is 
 score an annotation, only the tokens overlapping the annotation's span are passed). A
 sample without that key (the backend returned no log-probabilities, or
 ``generation.logprobs`` was off) is ``unscored``; so is a sample with no generated
-tokens. Tokens whose logprob is null are ignored.
+tokens. No token's value is ever dropped:
+
+- a logprob of ``-inf`` (probability 0) is a value: min_token_probability 0, the token is
+  low-confidence, mean_token_logprob ``-inf`` and perplexity ``+inf``, flagged in
+  ``detail["zero_probability_positions"]`` (``detail["infinite"]`` true);
+- a token whose logprob is null (not recorded) makes the sample ``unscored``, the
+  positions named in ``detail["missing_positions"]`` (a metric over the text needs every
+  token);
+- NaN, ``+inf`` or a positive logprob (beyond 1e-6 of float rounding, which is clamped
+  to 0) is not a log-probability: the sample is an ``error`` naming the position.
 
 Five-tier confidence label per token, by the token's probability p = exp(logprob)
 (equal-width tiers over [0, 1]; any p < 0.4 falls in the two lowest tiers)::
@@ -55,22 +64,48 @@ def confidence_tier(probability: float) -> str:
     return TIER_NAMES[-1]  # pragma: no cover - p <= 1 < inf
 
 
-def token_logprobs_of(sample: Sample) -> list[float] | None:
-    """The finite token log-probabilities of ``sample`` (None when none were recorded)."""
+LOGPROB_ATOL = 1e-6  # a positive logprob up to this is float rounding of 0
+
+
+class LogprobError(ValueError):
+    """A token's recorded logprob is not a log-probability (NaN, +inf, positive)."""
+
+
+def token_logprobs_of(sample: Sample) -> list[float | None] | None:
+    """Every generated token's log-probability of ``sample``, in generation order (None
+    when no log-probabilities were recorded at all). A token with no recorded logprob is
+    ``None`` in the list; ``-inf`` (probability 0) is kept. Never drops a token."""
     records = sample.metadata.get("token_logprobs")
     if records is None:
         return None
-    values = []
+    values: list[float | None] = []
     for r in records:
         lp = r.get("logprob") if isinstance(r, Mapping) else r
-        if lp is not None and math.isfinite(float(lp)):
-            values.append(min(0.0, float(lp)))
+        values.append(None if lp is None else float(lp))
     return values
+
+
+def checked_logprobs(values: Sequence[float | None]) -> tuple[list[float], list[int]]:
+    """(logprobs, positions of missing ones) with each present value checked: ``-inf``
+    and values <= 0 kept, positives up to :data:`LOGPROB_ATOL` clamped to 0. Raises
+    :class:`LogprobError` for NaN, ``+inf`` or a larger positive value, naming the
+    position."""
+    out: list[float] = []
+    missing: list[int] = []
+    for i, lp in enumerate(values):
+        if lp is None:
+            missing.append(i)
+            continue
+        if math.isnan(lp) or lp == math.inf or lp > LOGPROB_ATOL:
+            raise LogprobError(f"token at position {i} has logprob {lp!r}, which is not a log-probability (must be <= 0 or -inf)")
+        out.append(min(0.0, lp))
+    return out, missing
 
 
 class _TokenConfidence(Metric):
     abstract = True
     dimension = "epistemic"
+    value_range = (0.0, 1.0)
     requires = ("output", "metadata")
     uses_token_logprobs = True
     version = "1"
@@ -82,16 +117,32 @@ class _TokenConfidence(Metric):
         check_lengths(samples, outputs)
         results = []
         for sample in samples:
-            values = token_logprobs_of(sample)
-            if values is None:
-                score = Score.unscored("no token log-probabilities recorded (backend returned none, or generation.logprobs is off)")
-            elif not values:
-                score = Score.unscored("no generated tokens with a log-probability")
-            else:
-                value, detail = self.value(values)
-                score = Score(value, detail={"n_tokens": len(values), **detail})
-            results.append({self.name: score})
+            results.append({self.name: self._score(token_logprobs_of(sample))})
         return results
+
+    def _score(self, raw: list[float | None] | None) -> Score:
+        if raw is None:
+            return Score.unscored("no token log-probabilities recorded (backend returned none, or generation.logprobs is off)")
+        if not raw:
+            return Score.unscored("no generated tokens", n_tokens=0)
+        try:
+            values, missing = checked_logprobs(raw)
+        except LogprobError as exc:
+            return Score.error(str(exc), n_tokens=len(raw))
+        if missing:
+            shown = missing[:20]
+            return Score.unscored(
+                f"{len(missing)} of {len(raw)} generated tokens have no recorded log-probability "
+                f"(positions {shown}{' ...' if len(missing) > 20 else ''}); the metric needs every token",
+                n_tokens=len(raw), missing_positions=shown, n_missing=len(missing),
+            )
+        value, detail = self.value(values)
+        zero = [i for i, lp in enumerate(values) if lp == -math.inf]
+        if zero:
+            detail = {**detail, "zero_probability_positions": zero[:20], "n_zero_probability": len(zero)}
+        if math.isinf(value):
+            detail = {**detail, "infinite": True}
+        return Score(value, detail={"n_tokens": len(values), **detail})
 
 
 class MeanTokenLogprob(_TokenConfidence):
@@ -102,7 +153,7 @@ class MeanTokenLogprob(_TokenConfidence):
     value_range = (float("-inf"), 0.0)
 
     def value(self, logprobs: list[float]) -> tuple[float, dict[str, Any]]:
-        return sum(logprobs) / len(logprobs), {}
+        return math.fsum(logprobs) / len(logprobs), {}
 
 
 class Perplexity(_TokenConfidence):
@@ -113,8 +164,12 @@ class Perplexity(_TokenConfidence):
     value_range = (1.0, float("inf"))
 
     def value(self, logprobs: list[float]) -> tuple[float, dict[str, Any]]:
-        mean = sum(logprobs) / len(logprobs)
-        return math.exp(min(-mean, 700.0)), {"mean_logprob": mean}
+        mean = math.fsum(logprobs) / len(logprobs)
+        detail: dict[str, Any] = {"mean_logprob": mean if math.isfinite(mean) else "-inf"}
+        try:
+            return math.exp(-mean), detail
+        except OverflowError:  # exp(-mean) beyond the largest float: +inf, flagged, never a capped number
+            return math.inf, {**detail, "overflow": True}
 
 
 class MinTokenProbability(_TokenConfidence):

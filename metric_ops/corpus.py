@@ -36,13 +36,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.base import RANGE_RTOL, Direction, Metric, Sample, Score, check_lengths, check_range  # noqa: F401  (RANGE_RTOL re-exported)
 from metric_ops.errors import FacetlakeError
 
 CORPUS_LEVEL = "corpus"
 BLEU_SMOOTH_DEFAULTS = {"none": None, "floor": 0.1, "add-k": 1, "exp": None}
-# a corpus value outside the declared range by at most this (relative) is float rounding
-RANGE_RTOL = 1e-6
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -242,17 +240,6 @@ def is_corpus_level(metric: Metric) -> bool:
 
 
 # --------------------------------------------------------------------------- rows
-def _range_check(value: float, value_range: tuple[float, float]) -> tuple[float | None, str | None]:
-    lo, hi = value_range
-    if lo <= value <= hi:
-        return value, None
-    bound = lo if value < lo else hi
-    tol = RANGE_RTOL * max(1.0, abs(bound))
-    if abs(value - bound) <= tol:
-        return float(bound), None
-    return None, f"corpus value {value!r} is outside the declared range [{lo}, {hi}]"
-
-
 def corpus_score_rows(
     metric: Metric, samples: Sequence[Sample], results: Sequence[Mapping[str, Score]]
 ) -> list[dict[str, Any]]:
@@ -302,15 +289,13 @@ def corpus_score_rows(
             continue
         stats = CorpusStatistics(kind, dict(spec.get("params") or {}), tuple(spec["fields"]), ids, np.asarray(values))
         raw = stats.score()
-        value, problem = (None, "corpus value is not a number") if not math.isfinite(raw) else _range_check(raw, metric.value_range)
         detail["statistics"] = stats.to_json()
-        if value is None:
-            rows.append({**base, "sample_id": None, "value": None, "status": "error",
-                         "detail": detail_json({**detail, "error": problem, "raw_value": raw})})
-            continue
-        if value != raw:
-            detail["raw_value"] = raw
-        rows.append({**base, "sample_id": None, "value": value, "status": "scored", "detail": detail_json(detail)})
+        if math.isnan(raw):
+            checked = Score.error("corpus value is not a number", **detail)
+        else:  # the same declared-range rule as every per-sample value (metric_ops.base.check_range)
+            checked = check_range(Score(raw, detail=detail), metric.range_of(score_name), f"corpus {score_name}")
+        rows.append({**base, "sample_id": None, "value": checked.value, "status": checked.status,
+                     "detail": detail_json(checked.detail)})
     return rows
 
 

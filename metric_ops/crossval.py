@@ -24,26 +24,19 @@ import re
 import string
 import sys
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from metric_ops.base import Sample, library_version
-
-LEXICAL_TOLERANCE = 1e-9
-NEURAL_TOLERANCE = 1e-6
-
-
-@dataclass(frozen=True)
-class Case:
-    """One (prediction, references) pair to score. ``source`` names where it came from
-    (``sfres``, ``qags``, ``selfaware``, ``edge``); ``real`` is False for hand-made edge
-    cases."""
-
-    prediction: str
-    references: tuple[str, ...]
-    source: str
-    real: bool = True
-
+from metric_ops.base import Sample
+from metric_ops.crossval_compare import (  # noqa: F401  (re-exported: the comparison lives there)
+    LEXICAL_TOLERANCE,
+    NEURAL_TOLERANCE,
+    Case,
+    FacetlakeValues,
+    Variant,
+    _left_out,
+    compare,
+    facetlake_values,
+)
 
 # --------------------------------------------------------------------------- edge cases
 
@@ -146,29 +139,6 @@ def _reference_contains(gold: str, pred: str) -> float:
 # --------------------------------------------------------------------------- variants
 
 
-@dataclass
-class Variant:
-    """One metric variant to cross-validate.
-
-    ``metric``/``params``: the facetlake metric; ``scores``: the emitted score names
-    compared; ``reference``: ``fn(cases) -> list[list[float]]`` (one list per case, in the
-    order of ``scores``), or for corpus-level variants a single list for the whole set;
-    ``library``: the reference's distribution name; ``neural``: tolerance 1e-6 instead of
-    1e-9; ``corpus``: one value per case set."""
-
-    name: str
-    metric: str
-    params: dict[str, Any]
-    scores: tuple[str, ...]
-    reference: Callable[[Sequence[Case]], list[list[float]]]
-    library: str
-    reference_name: str
-    neural: bool = False
-    corpus: bool = False
-    note: str = ""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
 def _sacrebleu_sentence(kind: str, **opts: Any) -> Callable[[Sequence[Case]], list[list[float]]]:
     def run(cases: Sequence[Case]) -> list[list[float]]:
         import sacrebleu
@@ -235,7 +205,7 @@ def _rouge_score(rouge_type: str, use_stemmer: bool = False, split: str = "newli
     return run
 
 
-def _nltk_meteor(cases: Sequence[Case]) -> list[list[float]]:
+def _nltk_meteor(cases: Sequence[Case], whitespace: bool = False) -> list[list[float]]:
     from nltk.corpus import wordnet
     from nltk.tokenize import NLTKWordTokenizer
     from nltk.translate.meteor_score import meteor_score
@@ -243,8 +213,12 @@ def _nltk_meteor(cases: Sequence[Case]) -> list[list[float]]:
     from metric_ops.meteor import load_wordnet
 
     load_wordnet()  # puts the repository's .nltk_data on NLTK's path when needed
-    tok = NLTKWordTokenizer()
-    return [[float(meteor_score([tok.tokenize(r) for r in c.references], tok.tokenize(c.prediction), wordnet=wordnet))] for c in cases]
+    split = str.split if whitespace else NLTKWordTokenizer().tokenize
+    return [[float(meteor_score([split(r) for r in c.references], split(c.prediction), wordnet=wordnet))] for c in cases]
+
+
+def _nltk_meteor_whitespace(cases: Sequence[Case]) -> list[list[float]]:
+    return _nltk_meteor(cases, whitespace=True)
 
 
 def _squad(kind: str) -> Callable[[Sequence[Case]], list[list[float]]]:
@@ -380,6 +354,8 @@ def variants() -> list[Variant]:
             "RougeScorer(['rougeLsum'], use_stemmer=True) on pre-split text",
         ),
         Variant("meteor", "meteor", {}, ("meteor",), _nltk_meteor, "nltk", "nltk.translate.meteor_score.meteor_score + WordNet 3.0"),
+        Variant("meteor tokenizer=whitespace", "meteor", {"tokenizer": "whitespace"}, ("meteor",), _nltk_meteor_whitespace, "nltk",
+                "nltk meteor_score on str.split() tokens + WordNet 3.0"),
         Variant("exact_match", "exact_match", {}, ("exact_match",), _squad("exact"), "squad-v2", "evaluate-v2.0.py compute_exact, max over golds"),
         Variant("token_f1", "token_f1", {}, ("token_f1",), _squad("f1"), "squad-v2", "evaluate-v2.0.py compute_f1, max over golds"),
         Variant(
@@ -446,80 +422,6 @@ ROUGE_WORKED_EXAMPLES = _worked_examples()
 
 
 # --------------------------------------------------------------------------- driver
-
-
-def facetlake_values(variant: Variant, cases: Sequence[Case]) -> tuple[list[list[float]], list[list[float]]]:
-    """facetlake's values for the cases, all scored in one ``score_batch`` call (so
-    corpus-level settings see the whole set), in the order of ``variant.scores``, and for
-    each value its error magnification (1, or the F score's ``detail["f1_condition"]``
-    where BERTScore's F = 2PR/(P+R) is ill-conditioned). An ``error`` result is NaN (it
-    agrees only with a reference that fails on that case); an ``unscored`` one raises
-    ``AssertionError``."""
-    from metric_ops.registry import get_metric
-
-    metric = get_metric(variant.metric, **variant.params)
-    samples = [Sample(sample_id=str(i), input="", references=c.references) for i, c in enumerate(cases)]
-    rows = metric.score_batch(samples, [c.prediction for c in cases])
-    out, scales = [], []
-    for i, row in enumerate(rows):
-        vals, scale = [], []
-        for name in variant.scores:
-            s = row[name]
-            if s.status == "unscored":
-                raise AssertionError(f"{variant.name}: case {i} is unscored: {dict(s.detail)}")
-            # an error row must meet a reference that also fails (NaN) on that case
-            vals.append(s.value if s.status == "scored" else math.nan)
-            scale.append(max(1.0, float(s.detail.get("f1_condition", 1.0))))
-        out.append(vals)
-        scales.append(scale)
-    if variant.corpus:
-        return [out[0]], [scales[0]]
-    return out, scales
-
-
-def compare(variant: Variant, cases: Sequence[Case]) -> dict[str, Any]:
-    """Score ``cases`` with facetlake and the reference; one report row.
-
-    A value passes when ``|facetlake - reference| <= tolerance * kappa``, kappa = 1 except
-    for a BERTScore F whose P and R have opposite signs, where kappa is the F score's
-    ``f1_condition`` (first-order error magnification of 2PR/(P+R); P and R themselves
-    are always held to the plain tolerance). ``max_abs_error`` is the raw largest
-    difference; ``max_scaled_error`` the largest ``|difference| / kappa``."""
-    ours, scales = facetlake_values(variant, cases)
-    ref = variant.reference(cases)
-    if len(ours) != len(ref):
-        raise AssertionError(f"{variant.name}: {len(ours)} facetlake results, {len(ref)} reference results")
-    worst, worst_scaled, worst_case, conditioned = 0.0, 0.0, None, 0
-    for i, (a, b, k) in enumerate(zip(ours, ref, scales)):
-        for x, y, kappa in zip(a, b, k):
-            err = abs(float(x) - float(y)) if not (math.isnan(x) and math.isnan(y)) else 0.0
-            if math.isnan(err):
-                err = math.inf
-            worst = max(worst, err)
-            conditioned += kappa > 1.0
-            if err / kappa > worst_scaled:
-                worst_scaled, worst_case = err / kappa, i
-    tol = NEURAL_TOLERANCE if variant.neural else LEXICAL_TOLERANCE
-    sources = collections.Counter(c.source for c in cases)
-    note = variant.note
-    if conditioned:
-        extra = f"{conditioned} ill-conditioned F values held to tolerance x f1_condition"
-        note = f"{note}; {extra}" if note else extra
-    return {
-        "variant": variant.name,
-        "metric": variant.metric,
-        "cases": len(cases),
-        "real_cases": sum(c.real for c in cases),
-        "sources": ", ".join(f"{k} {v}" for k, v in sorted(sources.items())),
-        "max_abs_error": worst,
-        "max_scaled_error": worst_scaled,
-        "worst_case": worst_case,
-        "tolerance": tol,
-        "passed": worst_scaled <= tol,
-        "reference": variant.reference_name,
-        "reference_version": f"{variant.library} {library_version(variant.library)}" if variant.library != "squad-v2" else "SQuAD v2.0 official script",
-        "note": note,
-    }
 
 
 def worked_example_rows() -> list[dict[str, Any]]:
@@ -601,15 +503,21 @@ def report_markdown(rows: Sequence[dict[str, Any]], command: str = "facetlake cr
         "where kappa > 2 facetlake records it as the F score's `detail[\"f1_condition\"]` and that F is held to",
         "tolerance x kappa. *max scaled error* is the largest |difference| / kappa; *max abs error* the raw one.",
         "",
+        "Values are compared only where both sides define one. *left out* counts the cases that were",
+        "not compared and says why: facetlake records them `unscored` (nothing to measure, e.g. an empty",
+        "or whitespace-only reference, where the library returns a placeholder 0), or the library's value",
+        "is undefined (NaN) where facetlake records an error. A case where only one side is undefined is",
+        "a mismatch, not left out.",
+        "",
         f"Overall: **{'PASS' if ok else 'FAIL'}** ({sum(r['passed'] for r in rows)}/{len(rows)} variants within tolerance).",
         "",
-        "| variant | cases | real cases | sources | max abs error | max scaled error | tolerance | pass | reference | version |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | :---: | --- | --- |",
+        "| variant | cases | real cases | left out | sources | max abs error | max scaled error | tolerance | pass | reference | version |",
+        "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: | :---: | --- | --- |",
     ]
     for r in rows:
         note = f" ({r['note']})" if r.get("note") else ""
         lines.append(
-            f"| {r['variant']} | {r['cases']} | {r['real_cases']} | {r['sources']} | {r['max_abs_error']:.3g} | {r['max_scaled_error']:.3g} | {r['tolerance']:g} | "
+            f"| {r['variant']} | {r['cases']} | {r['real_cases']} | {_left_out(r)} | {r['sources']} | {r['max_abs_error']:.3g} | {r['max_scaled_error']:.3g} | {r['tolerance']:g} | "
             f"{'yes' if r['passed'] else 'NO'} | {r['reference']}{note} | {r['reference_version']} |"
         )
     lines.append("")

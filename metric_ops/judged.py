@@ -75,6 +75,7 @@ class JudgedMetric(Metric):
     abstract = True
     locality = "external"  # until a judge says otherwise (instances take their judge's)
     dimension = "factual"
+    value_range = (0.0, 1.0)
     prompts: ClassVar[tuple[str, ...]] = ()
     logprobs: ClassVar[bool] = False
 

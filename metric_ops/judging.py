@@ -13,7 +13,9 @@ Honesty rules implemented here (DESIGN.md, issue 4):
   the caller re-asks a bounded number of times (``max_attempts``, with tenacity) and
   then records an ``error`` score with the raw text kept, never a zero;
 - a free-text score is read only from a labelled form ("Score: 9", "rating = 4/5",
-  or a JSON ``score`` field): a bare number such as a year is never a score;
+  or a JSON ``score`` field): a bare number such as a year is never a score; the reply
+  is cleaned first (NFKC, zero-width and format characters removed), the final verdict
+  wins over scores mentioned in the reasoning, and disagreeing verdicts are an error;
 - every call is cached under a key over the judge's identity, the decoding settings,
   the exact messages and a salt (juror index, attempt number), so re-materialising does
   not pay twice and two jurors with the same model are still two calls.
@@ -24,12 +26,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
-import re
 import string
 import threading
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources as _resources
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -254,195 +254,15 @@ def cache_key(identity: str, messages: Sequence[Mapping[str, str]], decoding: Ma
 # --------------------------------------------------------------------------- parsing
 
 
-class JudgeParseError(ValueError):
-    """A judge reply could not be read; ``raw_replies`` holds every attempt's text."""
-
-    def __init__(self, message: str, raw_replies: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.raw_replies = list(raw_replies)
-
-
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```", re.DOTALL)
-
-
-def extract_json(text: str) -> tuple[dict[str, Any], int]:
-    """The one JSON object in a judge reply and its character offset in ``text``.
-
-    Accepted: a bare object, an object inside a complete Markdown fence, an object with
-    prose before or after it. Raises :class:`JudgeParseError` for prose with no object, a
-    truncated object (fenced or not), an unclosed fence, or several objects (ambiguous).
-    """
-    fenced = list(_FENCE.finditer(text))
-    if len(fenced) > 1:
-        raise JudgeParseError(f"reply has {len(fenced)} fenced blocks; expected one JSON object")
-    if fenced:
-        body, base = fenced[0].group(1), fenced[0].start(1)
-    else:
-        if "```" in text:
-            raise JudgeParseError("reply has an unclosed ``` fence (truncated JSON?)")
-        body, base = text, 0
-    start = body.find("{")
-    if start < 0:
-        raise JudgeParseError("reply holds no JSON object (prose only)")
-    decoder = json.JSONDecoder()
-    try:
-        obj, end = decoder.raw_decode(body, start)
-    except json.JSONDecodeError as exc:
-        raise JudgeParseError(f"reply holds no complete JSON object (truncated or malformed: {exc.msg} at char {exc.pos})") from None
-    if not isinstance(obj, dict):
-        raise JudgeParseError("reply's JSON is not an object")
-    rest = body[end:]
-    if "{" in rest:
-        try:
-            decoder.raw_decode(rest, rest.find("{"))
-        except json.JSONDecodeError:
-            pass
-        else:
-            raise JudgeParseError("reply holds more than one JSON object; expected exactly one")
-    return obj, base + start
-
-
-_NUMBER = r"[-+]?\d+(?:\.\d+)?"
-_LABELLED = re.compile(
-    rf"\b(?:score|rating|grade)\b\**\s*(?:is|of|=|:)\s*\**\s*({_NUMBER})(?:\s*(?:/|out of)\s*({_NUMBER}))?",
-    re.IGNORECASE,
+from metric_ops.judge_replies import (  # noqa: E402,F401  (re-exported: the reply parsing lives there)
+    JudgeParseError,
+    ParsedScore,
+    extract_json,
+    normalise_reply,
+    parse_scale_score,
+    probability_weighted_score,
+    require_list,
 )
-_JSON_SCORE = re.compile(rf'"score"\s*:\s*"?({_NUMBER})')
-
-
-@dataclass(frozen=True)
-class ParsedScore:
-    """A score read from a reply: the raw value on the judge's scale, its normalisation
-    ``(raw - lo) / (hi - lo)`` in [0, 1], the reasoning, and the character offset of the
-    score's digits in the reply (used to find the score token for probability weighting)."""
-
-    raw: float
-    normalised: float
-    reasoning: str
-    offset: int | None
-    fields: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _check_scale(value: float, lo: float, hi: float) -> None:
-    if not lo <= value <= hi:
-        raise JudgeParseError(f"score {value:g} is outside the {lo:g}-{hi:g} scale")
-
-
-def parse_scale_score(text: str, lo: float, hi: float) -> ParsedScore:
-    """Read a score on the ``lo``-``hi`` scale from a judge reply.
-
-    Order: a JSON object with a numeric ``score`` (and optional ``reasoning``); else a
-    labelled form ``Score: 9``, ``Rating = 4/5``, ``score is 3 out of 5`` (the label is
-    required: "In 2023 ..." holds no score). Several labelled scores that disagree, a
-    denominator that differs from ``hi``, or a value outside [lo, hi] raise
-    :class:`JudgeParseError`. Example: "Score: 9" on 0-10 -> raw 9, normalised 0.9.
-    """
-    if hi <= lo:
-        raise ValueError(f"scale must have hi > lo, got {lo}-{hi}")
-    obj = None
-    if "{" in text:
-        try:
-            obj, offset = extract_json(text)
-        except JudgeParseError:
-            if not _LABELLED.search(text):
-                raise
-    if obj is not None:
-        if "score" not in obj:
-            raise JudgeParseError(f"reply JSON has no 'score' field (fields: {', '.join(map(str, obj))})")
-        value = obj["score"]
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise JudgeParseError(f"reply JSON 'score' is not a number: {value!r}")
-        try:
-            value = float(value)
-        except ValueError:
-            raise JudgeParseError(f"reply JSON 'score' is not a number: {value!r}") from None
-        if not math.isfinite(value):
-            raise JudgeParseError(f"reply JSON 'score' is not finite: {value!r}")
-        _check_scale(value, lo, hi)
-        where = None
-        for m in _JSON_SCORE.finditer(text, offset):
-            if float(m.group(1)) == value:
-                where = m.start(1)
-        reasoning = obj.get("reasoning", obj.get("explanation", ""))
-        return ParsedScore(value, (value - lo) / (hi - lo), str(reasoning or ""), where, obj)
-    matches = list(_LABELLED.finditer(text))
-    if not matches:
-        raise JudgeParseError("reply holds no labelled score (expected JSON {\"score\": N} or 'Score: N'); a bare number is not read as a score")
-    values = {float(m.group(1)) for m in matches}
-    if len(values) > 1:
-        raise JudgeParseError(f"reply gives several different scores {sorted(values)}; ambiguous")
-    m = matches[-1]
-    value = float(m.group(1))
-    if m.group(2) is not None and float(m.group(2)) != hi:
-        raise JudgeParseError(f"reply scores out of {m.group(2)} but the scale is {lo:g}-{hi:g}")
-    _check_scale(value, lo, hi)
-    reasoning = text[: matches[0].start()].strip()
-    return ParsedScore(value, (value - lo) / (hi - lo), reasoning, m.start(1))
-
-
-def probability_weighted_score(
-    logprobs: Sequence[TokenLogprob] | None, offset: int | None, text: str, lo: int, hi: int
-) -> tuple[float | None, dict[str, float], str]:
-    """G-Eval's score (Liu et al., 2023): ``sum_s s * p(s)`` over the scale's values, with
-    ``p`` renormalised over the scale tokens found among the top log-probabilities at the
-    score token's position.
-
-    The score token is the generated token whose characters cover ``offset`` (the digits
-    of the parsed score), not the first number in the reply. Alternatives whose text,
-    stripped of whitespace, is a value of the integer scale ``lo..hi`` count; duplicates
-    such as ``"4"`` and ``" 4"`` are summed. Returns ``(weighted_score | None,
-    {value: probability}, how)``; ``None`` with the reason in ``how`` when the reply has no
-    log-probabilities, the score token cannot be located, or the score spans several
-    tokens.
-    """
-    if not logprobs:
-        return None, {}, "none: the judge returned no log-probabilities"
-    if offset is None:
-        return None, {}, "none: the score's position in the reply is unknown"
-    if all(t.start is not None for t in logprobs):
-        starts = [int(t.start) for t in logprobs]  # type: ignore[arg-type]
-    elif "".join(t.token for t in logprobs) == text:
-        starts = [0]
-        for t in logprobs[:-1]:
-            starts.append(starts[-1] + len(t.token))
-    else:
-        return None, {}, "none: the log-probability tokens do not spell the reply"
-    for tok, pos in zip(logprobs, starts):
-        end = pos + len(tok.token)
-        if pos <= offset < end:
-            break
-    else:
-        return None, {}, "none: no token covers the score"
-    digits = re.match(r"[-+]?\d+(?:\.\d+)?", text[offset:])
-    assert digits is not None
-    if end < offset + len(digits.group(0)) or tok.token.strip() != digits.group(0):
-        return None, {}, f"none: the score {digits.group(0)!r} is not a single token (token {tok.token!r})"
-    scale = {str(v): v for v in range(int(lo), int(hi) + 1)}
-    mass: dict[int, float] = {}
-    alternatives = list(tok.top)
-    if tok.token not in {a for a, _ in alternatives}:
-        alternatives.append((tok.token, tok.logprob))
-    for alt, lp in alternatives:
-        value = scale.get(alt.strip())
-        if value is not None and math.isfinite(lp):
-            mass[value] = mass.get(value, 0.0) + math.exp(lp)
-    total = sum(mass.values())
-    if total <= 0:
-        return None, {}, "none: no scale value among the top log-probabilities"
-    probs = {str(k): v / total for k, v in sorted(mass.items())}
-    weighted = sum(k * v for k, v in mass.items()) / total
-    return weighted, probs, f"probability-weighted over {len(mass)} scale values (mass {total:.3f})"
-
-
-def require_list(obj: Mapping[str, Any], key: str) -> list[Any]:
-    """``obj[key]`` as a list; raises :class:`JudgeParseError` naming the key otherwise."""
-    value = obj.get(key)
-    if not isinstance(value, list):
-        raise JudgeParseError(f"reply JSON has no list {key!r} (fields: {', '.join(map(str, obj))})")
-    return value
-
-
-# --------------------------------------------------------------------------- calls
 
 
 @dataclass

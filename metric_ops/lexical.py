@@ -65,6 +65,9 @@ class _SquadMetric(Metric):
     maximum over the sample's gold answers (``_gold_answers``)."""
 
     abstract = True
+    value_range = (0.0, 1.0)
+    # an empty gold answer is SQuAD v2's "no answer" (the runner keeps it; see runner.py)
+    blank_reference_is_answer = True
     _compare: Any
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
@@ -154,8 +157,8 @@ class SacrebleuSentenceMetric(Metric):
     """Shared code of sacrebleu's sentence-level metrics (BLEU, chrF, chrF++).
 
     Subclasses build ``self._sacre`` (a ``sacrebleu.metrics`` object) in ``__init__``.
-    An empty hypothesis, or references that are all empty, give 0.0 with no exception
-    and say which side was empty in ``detail``; otherwise the value is
+    An empty hypothesis gives 0.0 with no exception (``detail["empty"]``); references
+    that are all empty or whitespace-only leave nothing to measure (``unscored``); otherwise the value is
     ``self._sacre.sentence_score(hyp, refs).score`` (0-100) and :meth:`_detail` adds the
     metric's intermediate numbers. The signature embeds sacrebleu's own signature string.
     """
@@ -173,8 +176,12 @@ class SacrebleuSentenceMetric(Metric):
         results = []
         for sample, output in zip(samples, outputs):
             refs = list(sample.references)
-            if not output.strip() or not any(r.strip() for r in refs):
-                results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not output.strip() else "references"})})
+            if not any(r.strip() for r in refs):  # the runner drops blank references first; kept for direct callers
+                results.append({self.name: Score.unscored("every reference is empty or whitespace-only: nothing to compare with",
+                                                          empty="references")})
+                continue
+            if not output.strip():  # an empty output is measured: it matches nothing (sacrebleu: 0)
+                results.append({self.name: Score(0.0, detail={"empty": "hypothesis"})})
                 continue
             result = self._sacre.sentence_score(output, refs)
             results.append({self.name: Score(result.score, detail=self._detail(result))})
@@ -191,8 +198,10 @@ class SentenceBLEU(SacrebleuSentenceMetric):
 
     Input: one hypothesis and >= 1 references per sample. Output on sacrebleu's 0-100
     scale (``sacrebleu.sentence_bleu(hyp, refs).score``) with sacrebleu's defaults for
-    sentence BLEU (tokenizer ``13a``, ``exp`` smoothing, effective order). An empty
-    hypothesis or references that tokenise to nothing give 0.0, no exception. The
+    sentence BLEU (tokenizer ``13a``, ``exp`` smoothing, effective order), in [0, 100]
+    (a perfect match is exactly 100: the runner clamps sacrebleu's float residue such as
+    100.00000000000004, see :func:`metric_ops.base.check_range`). An empty hypothesis
+    gives 0.0, no exception; empty or whitespace-only references are ``unscored``. The
     sacrebleu signature string is recorded in ``detail``.
 
     Parameters: ``tokenize`` (sacrebleu tokenizer name), ``lowercase`` (bool),
@@ -237,6 +246,7 @@ class RougeL(Metric):
         "rouge_l_f": Direction.MAXIMIZE,
     }
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "1"
     libraries = ("rouge-score",)
 

@@ -97,10 +97,22 @@ def _word_tokenizer() -> Any:
     return NLTKWordTokenizer()
 
 
-def meteor_tokens(text: str) -> list[str]:
-    """Tokens METEOR sees: NLTK's Treebank-style ``NLTKWordTokenizer`` (no punkt model
-    needed); NLTK's ``meteor_score`` then lower-cases them."""
-    return _word_tokenizer().tokenize(text)
+METEOR_TOKENIZERS: tuple[str, ...] = ("nltk", "whitespace")
+
+
+def meteor_tokens(text: str, tokenizer: str = "nltk") -> list[str]:
+    """Tokens METEOR sees; NLTK's ``meteor_score`` then lower-cases them.
+
+    ``tokenizer="nltk"`` (default): NLTK's Treebank-style ``NLTKWordTokenizer`` (no
+    punkt model needed), which splits punctuation and rewrites quotes (``'' no`` ->
+    ``["''", "no"]``, ``no ''`` -> ``["no", "''"]``); ``"whitespace"``: ``text.split()``,
+    as the METEOR in other toolkits that take pre-tokenised text. Raises ``ValueError``
+    for another name."""
+    if tokenizer == "nltk":
+        return _word_tokenizer().tokenize(text)
+    if tokenizer == "whitespace":
+        return text.split()
+    raise ValueError(f"meteor: tokenizer must be one of {', '.join(METEOR_TOKENIZERS)}, got {tokenizer!r} (e.g. --param tokenizer=whitespace)")
 
 
 class Meteor(Metric):
@@ -111,25 +123,37 @@ class Meteor(Metric):
     Input: one hypothesis and >= 1 references per sample (NLTK keeps the best reference),
     tokenised by :func:`meteor_tokens`. Output in [0, 1). An empty hypothesis, or one with
     no match, scores 0.0 (NLTK's rule). Parameters: ``alpha`` (0.9), ``beta`` (3.0),
-    ``gamma`` (0.5), NLTK's defaults. Raises :class:`WordNetMissingError` at construction
+    ``gamma`` (0.5), NLTK's defaults; ``tokenizer`` (``nltk``, the default, or
+    ``whitespace``), recorded in the signature as ``tok:nltk_word`` / ``tok:whitespace``.
+    The two differ where NLTK splits punctuation or rewrites quotes: on QAGS-XSum's
+    hypothesis ``'' no`` against ``no ''``, 0.25 with ``nltk`` and 0.50 with
+    ``whitespace``. Raises :class:`WordNetMissingError` at construction
     when WordNet is not installed (the message says how to install it).
     """
 
     name = "meteor"
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "1"
     libraries = ("nltk",)
 
-    def __init__(self, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5) -> None:
+    def __init__(self, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5, tokenizer: str = "nltk") -> None:
+        if tokenizer not in METEOR_TOKENIZERS:
+            raise ValueError(
+                f"meteor: tokenizer must be one of {', '.join(METEOR_TOKENIZERS)}, got {tokenizer!r} (e.g. --param tokenizer=whitespace)"
+            )
+        # the tokenizer enters the signature as its tok: field (the default's signature is unchanged)
         super().__init__(alpha=float(alpha), beta=float(beta), gamma=float(gamma))
+        self.tokenizer = tokenizer
         wordnet = load_wordnet()
         self._wordnet = _MemoWordNet(wordnet)
         self._stemmer = _MemoStemmer()
         self._wordnet_version = wordnet.get_version()
 
     def signature(self) -> str:
-        return f"{super().signature()}|wordnet:{self._wordnet_version}|tok:nltk_word"
+        tok = "nltk_word" if self.tokenizer == "nltk" else self.tokenizer
+        return f"{super().signature()}|wordnet:{self._wordnet_version}|tok:{tok}"
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
         from nltk.translate.meteor_score import meteor_score
@@ -138,8 +162,8 @@ class Meteor(Metric):
         results = []
         for sample, output in zip(samples, outputs):
             value = meteor_score(
-                [meteor_tokens(r) for r in sample.references],
-                meteor_tokens(output),
+                [meteor_tokens(r, self.tokenizer) for r in sample.references],
+                meteor_tokens(output, self.tokenizer),
                 stemmer=self._stemmer,
                 wordnet=self._wordnet,
                 alpha=self.params["alpha"],

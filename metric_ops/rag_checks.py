@@ -91,6 +91,7 @@ class EvidenceChecks(_CorpusMixin, Metric):
         "unauthorised_hit_rate": Direction.MINIMIZE,
     }
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("metadata",)
 
@@ -243,6 +244,7 @@ class CitationChecks(_CorpusMixin, Metric):
         "citation_recall": Direction.MAXIMIZE,
     }
     dimension = "factual"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 
@@ -316,6 +318,7 @@ class NumericAccuracy(_CorpusMixin, Metric):
     name = "numeric_accuracy"
     direction = Direction.MAXIMIZE
     dimension = "factual"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 
@@ -390,6 +393,7 @@ class AbstentionAccuracy(Metric):
     aliases = ("abstention",)
     direction = Direction.MAXIMIZE
     dimension = "epistemic"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("output", "metadata")
 

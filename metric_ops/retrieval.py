@@ -218,6 +218,7 @@ class RetrievalMetrics(Metric):
         "retrieval_ndcg": Direction.MAXIMIZE,
     }
     dimension = "process"
+    value_range = (0.0, 1.0)
     version = "1"
     requires = ("metadata",)
 

@@ -114,6 +114,7 @@ class _RougeScoreBase(Metric):
     abstract = True
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "1"
     libraries = ("rouge-score",)
     rouge_type: str = ""
@@ -277,6 +278,7 @@ class _OwnRougeBase(Metric):
     abstract = True
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "1"
     libraries = ("rouge-score",)  # its tokenizer and stemmer
 

@@ -8,11 +8,20 @@ Rules (DESIGN.md "Contracts others rely on"):
   ratings) gets status ``unscored`` with the missing field named, never a zero;
 - when a whole batch raises, the batch is re-scored one sample at a time, and only the
   samples that still raise are recorded as ``error`` with their message; the others keep
-  their scores (one bad sample never sinks a run).
+  their scores (one bad sample never sinks a run);
+- an empty or whitespace-only reference is no reference (treated like a null one): it is
+  dropped before scoring, and a sample left with none is ``unscored``, never a scored 0
+  (``detail["blank_references_dropped"]`` counts the dropped ones). Metrics for which an
+  empty reference has a meaning of its own (SQuAD v2's "no answer" gold, declared by
+  ``blank_reference_is_answer = True``) see it unchanged;
+- every scored value is checked against the metric's declared range
+  (:meth:`~metric_ops.base.Metric.check_scores`): clamped when off by float rounding
+  only (raw value in ``detail``), an ``error`` when further out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
@@ -21,6 +30,19 @@ from metric_ops.base import Metric, Sample, Score, check_lengths
 
 if TYPE_CHECKING:
     import polars as pl
+
+
+def drop_blank_references(metric: Metric, sample: Sample) -> tuple[Sample, int]:
+    """``sample`` without its null, empty or whitespace-only references, and how many
+    were dropped. A metric that declares ``blank_reference_is_answer`` (an empty gold is
+    SQuAD v2's "no answer") keeps its empty ones; a metric that does not use references
+    sees the sample unchanged."""
+    if "references" not in metric.requires:
+        return sample, 0
+    keep_blank = getattr(metric, "blank_reference_is_answer", False)
+    kept = tuple(r for r in sample.references if r is not None and (keep_blank or not (isinstance(r, str) and not r.strip())))
+    dropped = len(sample.references) - len(kept)
+    return (dataclasses.replace(sample, references=kept), dropped) if dropped else (sample, 0)
 
 
 def missing_fields(metric: Metric, sample: Sample, output: str | None) -> list[str]:
@@ -58,11 +80,19 @@ def score_metric(
     check_lengths(samples, outputs)
     results: list[dict[str, Score] | None] = [None] * len(samples)
     runnable: list[int] = []
+    samples = list(samples)
+    blank: dict[int, int] = {}
     for i, (sample, output) in enumerate(zip(samples, outputs)):
+        sample, dropped = drop_blank_references(metric, sample)
+        if dropped:
+            samples[i], blank[i] = sample, dropped
         missing = missing_fields(metric, sample, output)
         if missing:
             reason = f"sample has no {', '.join(missing)}"
-            results[i] = {n: Score.unscored(reason, missing=missing) for n in metric.emitted()}
+            if dropped and "references" in missing:
+                reason += f" (its {dropped} reference(s) are null, empty or whitespace-only: nothing to compare with)"
+            extra = {"blank_references_dropped": dropped} if dropped else {}
+            results[i] = {n: Score.unscored(reason, missing=missing, **extra) for n in metric.emitted()}
         else:
             runnable.append(i)
     if getattr(metric, "corpus_level", False):
@@ -85,10 +115,17 @@ def score_metric(
                 except Exception as exc:  # noqa: BLE001 - recorded as an error row
                     batch_scores.append(_error_row_scores(metric, f"{type(exc).__name__}: {exc}"))
         for i, scores in zip(idx, batch_scores):
+            scores = metric.check_scores(scores)
+            if i in blank:
+                scores = {k: _with_detail(v, blank_references_dropped=blank[i]) for k, v in scores.items()}
             results[i] = scores
         if progress is not None:
             progress(len(idx))
     return [r if r is not None else {} for r in results]
+
+
+def _with_detail(score: Score, **extra: Any) -> Score:
+    return Score(score.value, score.status, {**score.detail, **extra})
 
 
 def _json_default(value: Any) -> Any:

@@ -9,7 +9,9 @@ A record is one generated token of one sample::
 untempered distribution for the transformers backend; what the server returns for an
 API; vLLM's sampler log-probabilities). ``char_start``/``char_end`` are offsets into the
 stored ``output`` text, so later analyses (hallucination spans, annotation spans) can
-join tokens to characters. Where a token's text cannot be located in the output (a
+join tokens to characters. A ``logprob`` is stored exactly as the backend gave it,
+``-inf`` (probability 0) included: it travels through Arrow and Delta as a float64
+``-inf`` (only a missing value is null), so no token's value is dropped at ingestion. Where a token's text cannot be located in the output (a
 partial UTF-8 byte, a special token) its span is empty (``char_start == char_end``).
 """
 
@@ -65,7 +67,9 @@ def make_records(
         records.append(
             {
                 "token": piece,
-                "logprob": None if lp is None or not math.isfinite(float(lp)) else float(lp),
+                # kept as given: -inf is probability 0, a value (never stored as null);
+                # NaN/+inf are kept too, so the metrics report them instead of skipping
+                "logprob": None if lp is None else float(lp),
                 "char_start": int(spans[i][0]),
                 "char_end": int(spans[i][1]),
                 "top_logprobs": [{"token": t, "logprob": float(v)} for t, v in top if v is not None and math.isfinite(float(v))],

@@ -82,10 +82,12 @@ def test_missing_references_is_unscored_not_zero():
     assert "references" in json.loads(rows[0]["detail"])["reason"]
 
 
-def test_empty_prediction_gets_bleu_zero_and_no_exception():
+def test_empty_prediction_gets_bleu_zero_and_empty_reference_is_unscored():
     rows = score_rows(get_metric("bleu"), [Sample("1", "q", ("the cat sat",)), Sample("2", "q", ("",))], ["", "a cat"])
-    assert [r["value"] for r in rows] == [0.0, 0.0]
-    assert all(r["status"] == "scored" for r in rows)
+    # an empty output is measured (it matches nothing); an empty reference leaves nothing to measure
+    assert [r["value"] for r in rows] == [0.0, None]
+    assert [r["status"] for r in rows] == ["scored", "unscored"]
+    assert "empty or whitespace-only" in json.loads(rows[1]["detail"])["reason"]
 
 
 def test_a_row_that_breaks_a_metric_is_an_error_and_the_others_are_scored():
@@ -93,6 +95,7 @@ def test_a_row_that_breaks_a_metric_is_an_error_and_the_others_are_scored():
         name = "test_fragile"
         direction = Direction.MAXIMIZE
         dimension = "baseline_grounding"
+        value_range = (0.0, 1.0)
 
         def score_batch(self, samples, outputs):
             out = []

@@ -97,3 +97,27 @@ def ac_crossvalidate_lexical(cases):
     from metric_ops.crossval import crossvalidate
 
     return crossvalidate(cases, only=[*LEXICAL, "rouge_w"], progress=False)
+
+
+def test_cases_with_nothing_to_measure_are_left_out_and_counted_with_the_reason():
+    # issue 15 kind 2: the library's placeholder 0 for an empty reference is not compared
+    from metric_ops.crossval import Case
+
+    cases = [
+        Case("the cat sat", ("the cat sat on the mat",), "edge", real=False),
+        Case("the cat sat", ("",), "edge", real=False),
+        Case("a dog", ("  ",), "edge", real=False),
+        Case("a dog barked", ("", "the dog barked"), "edge", real=False),  # blank dropped, the other compared
+    ]
+    for name in ("bleu (sacrebleu sentence)", "chrf"):
+        row = compare(VARIANTS[name], cases)
+        assert row["left_out"] == 2 and row["compared"] == 2, row
+        ((reason, count),) = row["left_out_reasons"].items()
+        assert count == 2 and "empty or whitespace-only" not in reason and "sample has no references" in reason
+        assert row["passed"], row
+    squad = next(n for n in VARIANTS if VARIANTS[n].metric == "exact_match")
+    row = compare(VARIANTS[squad], cases)  # SQuAD v2: an empty gold is the no-answer gold, compared
+    assert row["left_out"] == 0 and row["compared"] == 4 and row["passed"]
+    from metric_ops.crossval import report_markdown
+
+    assert "| 2: 2 facetlake unscored: sample has no references |" in report_markdown([compare(VARIANTS["chrf"], cases)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
+import unicodedata
 
 import pytest
 
@@ -93,7 +94,8 @@ def test_parse_readable_scores(text, lo, hi, expected):
         ('{"reasoning": "good", "sco', 1, 5, "no complete JSON"),  # truncated
         ('```json\n{"reasoning": "good", "score": 4', 1, 5, "unclosed"),  # fenced and truncated
         ('{"reasoning": "no score here"}', 1, 5, "no 'score'"),
-        ("Score: 3. Final rating: 4", 1, 5, "several different scores"),
+        ("Score: 3\nScore: 4", 1, 5, "several different scores"),  # two verdicts that disagree
+        ("Final score: 3. Final rating: 4", 1, 5, "several different scores"),
         ("Score: 4/10", 1, 5, "out of 10"),
         ('{"score": true}', 1, 5, "not a number"),
     ],
@@ -467,3 +469,78 @@ def test_a_reask_carries_the_unreadable_reply_and_the_parse_error():
     assert second[:-2] == judge.calls[0]
     assert second[-2] == {"role": "assistant", "content": "Looks fine to me."}
     assert "could not be read" in second[-1]["content"] and "no labelled score" in second[-1]["content"]
+
+
+# ------------------------------------------------------------------ issue 15 kind 5: cleaned replies, final verdict
+@pytest.mark.parametrize(
+    "text, raw",
+    [
+        # the issue's case: a mention in the reasoning, then the verdict behind a zero-width space
+        ("At first a score of 2 looked fair, but the answer is complete.\nScore:\u200b 5", 5),
+        ("Score:\u200b\u200c\u2060 4", 4),  # several format characters
+        ("\ufeffScore: 3", 3),  # byte-order mark
+        ("Ｓｃｏｒｅ：５", 5),  # fullwidth letters, colon and digit (NFKC)
+        ("Score: ４/５", 4),  # fullwidth digits with a denominator
+        ("Score: 4/5", 4),
+        ("**Score:** 4", 4),  # bold markdown
+        ("**Score**: 2", 2),
+        ("__Rating__ = 3", 3),
+        ("Rating - 3", 3),
+        ("Rating — 1", 1),
+        ("The score is 3 out of 5.", 3),  # a mention alone is read
+        ("A score of 1 would be harsh; a score of 2 too. Rating: 4", 4),  # mentions never outvote a verdict
+        ("Score: 3. Final rating: 4", 4),  # a verdict labelled final wins
+        ("Score: 4\nAfter checking again, Score: 4", 4),  # verdicts that agree
+        ("Score:\u00a05", 5),  # no-break space
+    ],
+)
+def test_judge_reply_is_cleaned_and_the_final_verdict_wins(text, raw):
+    parsed = parse_scale_score(text, 1, 5)
+    assert parsed.raw == raw
+    assert parsed.normalised == pytest.approx((raw - 1) / 4)
+    # the offset points at the verdict's digit in the raw reply (for log-probability lookup)
+    assert unicodedata.normalize("NFKC", text[parsed.offset]) == str(raw)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Score: 2\nScore: 5",
+        "Score: 2\n**Score:** 5",
+        "Ｓｃｏｒｅ：２\nScore:\u200b 5",  # equal only after cleaning would they agree; they do not
+        "Rating = 4. Score - 2",
+        "The score is 2. Later the score is 4.",  # disagreeing mentions and no verdict
+    ],
+)
+def test_conflicting_verdicts_are_an_error_never_the_first_number(text):
+    with pytest.raises(JudgeParseError, match="several different scores"):
+        parse_scale_score(text, 1, 5)
+
+
+def test_normalise_reply_maps_every_clean_character_to_its_raw_position():
+    from metric_ops.judging import normalise_reply
+
+    raw = "a\u200bＢ\ufb01c"  # zero-width space, fullwidth B, the ligature fi
+    clean, where = normalise_reply(raw)
+    assert clean == "aBfic"
+    assert where == [0, 2, 3, 3, 4]
+
+
+def test_geval_reads_the_verdict_behind_a_zero_width_space():
+    text = "At first a score of 2 looked fair, but the answer is complete.\nScore:\u200b 5"
+    judge = ScriptedJudge(lambda m: JudgeReply(text))
+    metric = GEval(judge=judge, criteria=[{"name": "completeness", "description": "complete?", "steps": STEPS}], concurrency=1)
+    score = metric.score_batch([SAMPLE], ["Paris."])[0]["g_eval"]
+    assert score.status == "scored" and score.value == 1.0
+
+
+def test_json_verdicts_are_read_after_cleaning_too():
+    from metric_ops.judging import JudgeReply as Reply
+    from metric_ops.pairwise import parse_pairwise
+
+    obj, offset = extract_json('Verdict\u200b: {"verdict": "supported\u200b", "claim": "１"}')
+    assert obj == {"verdict": "supported", "claim": "1"} and offset == 10  # offset into the raw reply
+    assert parse_pairwise(Reply('{"reasoning": "A is better", "winner": "\uff11"}'))[0] == "first"
+    assert parse_pairwise(Reply('{"reasoning": "tie", "winner": "t\u200bie"}'))[0] == "tie"
+    with pytest.raises(JudgeParseError):
+        parse_pairwise(Reply('{"reasoning": "?", "winner": "3"}'))

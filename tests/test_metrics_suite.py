@@ -78,10 +78,15 @@ def test_corpus_bleu_variable_reference_counts_match_sacrebleu_none_padding():
 
 
 @pytest.mark.parametrize("name", ["bleu", "nltk_bleu", "chrf", "chrf_pp"])
-@pytest.mark.parametrize("hyp,ref", [("", "the cat"), ("   ", "the cat"), ("the cat", ""), ("the cat", "  \n ")])
-def test_empty_sides_score_zero_without_exception(name, hyp, ref):
-    row = get_metric(name).score_batch([_s(ref)], [hyp])[0]
-    assert row[name].status == "scored" and row[name].value == 0.0
+@pytest.mark.parametrize("hyp,ref,status", [("", "the cat", "scored"), ("   ", "the cat", "scored"),
+                                            ("the cat", "", "unscored"), ("the cat", "  \n ", "unscored")])
+def test_empty_output_scores_zero_and_empty_reference_is_unscored(name, hyp, ref, status):
+    # an empty output is measured (it matches nothing); an empty reference is no reference (issue 15 kind 2)
+    from metric_ops.runner import score_rows
+
+    row = score_rows(get_metric(name), [_s(ref)], [hyp])[0]
+    assert row["status"] == status
+    assert row["value"] == (0.0 if status == "scored" else None)
 
 
 @pytest.mark.parametrize("smoothing", range(8))
@@ -224,7 +229,8 @@ def test_bertscore_empty_candidate_and_truncation_are_flagged():
     m = get_metric("bertscore")
     long_text = "word " * 700
     rows = m.score_batch([_s("the cat sat"), _s(long_text)], ["", "word word word"])
-    assert rows[0]["bertscore_f1"].value == 0.0 and rows[0]["bertscore_precision"].value == 0.0
+    # an empty candidate leaves nothing to measure: unscored, never bert-score's placeholder 0 (issue 15)
+    assert all(rows[0][n].status == "unscored" and rows[0][n].value is None for n in m.emitted())
     assert rows[0]["bertscore_f1"].detail["empty"] == ["candidate"]
     trunc = rows[1]["bertscore_f1"].detail["truncated"]
     assert trunc["max_length"] == 512 and trunc["reference_tokens_dropped"] == [700 - 510]
@@ -374,3 +380,52 @@ def test_bertscore_baseline_parameter_forms():
         get_metric("bertscore", baseline=100)
     with pytest.raises(MetricParamError, match="idf must be true or false"):
         get_metric("bertscore", idf="maybe")
+
+
+# ----------------------------------------------------------------- issue 15 kind 9: METEOR tokenizer
+METEOR_TOL = 1e-12  # same NLTK function on the same tokens: only float summation order could differ
+
+
+@pytest.mark.parametrize(
+    "hyp, ref, nltk_value, whitespace_value",
+    [
+        ("'' no", "no ''", 0.25, 0.5),  # QAGS-XSum: NLTK rewrites and splits the quotes differently
+    ],
+)
+def test_meteor_tokenizer_qags_case(hyp, ref, nltk_value, whitespace_value):
+    nltk_row = get_metric("meteor").score_batch([_s(ref)], [hyp])[0]["meteor"]
+    ws_row = get_metric("meteor", tokenizer="whitespace").score_batch([_s(ref)], [hyp])[0]["meteor"]
+    assert nltk_row.value == pytest.approx(nltk_value, abs=1e-9)
+    assert ws_row.value == pytest.approx(whitespace_value, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "hyp, refs",
+    [
+        ("'' no", ("no ''",)),
+        ("The cat, it sat.", ("the cat sat on the mat.",)),
+        ("don't stop", ("do not stop",)),
+        ("\"quoted\" words (here)", ("quoted words here", "other words")),
+        ("a dog barked loudly", ("the dog barks", "a dog barked")),
+    ],
+)
+def test_meteor_matches_nltk_on_the_same_pretokenised_input(hyp, refs):
+    from nltk.corpus import wordnet
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.translate.meteor_score import meteor_score
+
+    for tokenizer, split in (("nltk", NLTKWordTokenizer().tokenize), ("whitespace", str.split)):
+        ours = get_metric("meteor", tokenizer=tokenizer).score_batch([_s(*refs)], [hyp])[0]["meteor"].value
+        theirs = meteor_score([split(r) for r in refs], split(hyp), wordnet=wordnet)
+        assert abs(ours - theirs) <= METEOR_TOL, (tokenizer, ours, theirs)
+
+
+def test_meteor_tokenizer_is_recorded_in_the_signature_and_checked():
+    from metric_ops.registry import MetricParamError
+
+    assert get_metric("meteor").signature().endswith("|tok:nltk_word")
+    assert get_metric("meteor", tokenizer="whitespace").signature().endswith("|tok:whitespace")
+    with pytest.raises(ValueError, match="tokenizer must be one of nltk, whitespace"):
+        get_metric("meteor", tokenizer="spacy")
+    with pytest.raises(MetricParamError):
+        get_metric("meteor", tokenise="whitespace")

@@ -112,6 +112,7 @@ def test_a_sample_that_breaks_a_metric_is_an_error_row_in_the_asset(tmp_path, in
         name = "test_explodes_on_question"
         direction = Direction.MAXIMIZE
         dimension = "baseline_grounding"
+        value_range = (0.0, float("inf"))  # a word count
 
         def score_batch(self, samples, outputs):
             out = []

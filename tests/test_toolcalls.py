@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from metric_ops.toolcalls import (
     match_call,
     max_bipartite_matching,
     normalize_tools,
+    ParseWork,
     parse_tool_calls,
     reference_routes,
     validate_call,
@@ -132,11 +132,31 @@ def test_prose_is_a_deliberate_no_call(text):
     assert parse_tool_calls(text).status == "no_call"
 
 
-def test_parsing_is_linear_on_adversarial_text():
-    for text in ("{" * 200_000, "[" * 200_000 + "]", '{"name": ' * 30_000, "<tool_call>" * 20_000, "```\n" * 50_000):
-        start = time.perf_counter()
-        parse_tool_calls(text)
-        assert time.perf_counter() - start < 2.0
+ADVERSARIAL = (
+    lambda n: "{" * n,
+    lambda n: "[" * n + "]",
+    lambda n: '{"name": ' * (n // 9),
+    lambda n: "<tool_call>" * (n // 11),
+    lambda n: "```\n" * (n // 4),
+    lambda n: "```python\nf(a=" * (n // 14),
+    lambda n: "get_weather(city=\n" * (n // 18),
+    lambda n: '[{"a": "' * (n // 8),
+    lambda n: "x" * n,
+)
+
+
+@pytest.mark.parametrize("make", ADVERSARIAL)
+def test_parsing_is_linear_on_adversarial_text(make):
+    # counts work (characters scanned and decoded), never wall-clock time
+    works = []
+    for n in (20_000, 40_000, 80_000):
+        text = make(n)
+        work = ParseWork()
+        parse_tool_calls(text, work)
+        assert work.total <= 40 * len(text) + 100, (n, work)  # a bounded number of passes over the text
+        works.append(work.total / max(1, len(text)))
+    # doubling the text at most doubles the work (per-character work does not grow with n)
+    assert works[2] <= works[0] * 1.05 + 0.01, works
 
 
 # ----------------------------------------------------------------------------- values and modes
@@ -392,7 +412,8 @@ def test_bfcl_verdict_per_category():
     assert bfcl_verdict("parallel", json.dumps([call("f", x=2), call("f", x=1)]), ref_par, tools)[0]  # any order
     assert not bfcl_verdict("parallel", json.dumps([call("f", x=2), call("f", x=2)]), ref_par, tools)[0]
     assert bfcl_verdict("irrelevance", "No function applies.", [], tools)[0]
-    assert bfcl_verdict("irrelevance", '<tool_call>{"broken</tool_call>', [], tools)[0]  # undecodable passes, as in BFCL
+    # an attempted call that cannot be decoded gets no irrelevance credit (issue 15 kind 4; BFCL passes it)
+    assert not bfcl_verdict("irrelevance", '<tool_call>{"broken</tool_call>', [], tools)[0]
     assert not bfcl_verdict("irrelevance", json.dumps([call("f", x=1)]), [], tools)[0]
     assert not bfcl_verdict("simple_python", "I don't know.", ref_one, tools)[0]
 
@@ -405,3 +426,80 @@ def test_bfcl_ast_accuracy_metric_and_unscored():
     got = m.score_batch([s_ok, s_ok, s_none], ["[f(x=1)]", "[f(x=2)]", "[f(x=1)]"])
     assert [g["bfcl_ast_accuracy"].value for g in got] == [1.0, 0.0, None]
     assert got[2]["bfcl_ast_accuracy"].status == "unscored"
+
+
+# ----------------------------------------------------------------------------- issue 15 kind 4: truncated calls
+TRUNCATED = [
+    ("get_weather(city=", "python"),  # the issue's case
+    ('get_weather(city="Par', "python"),
+    ("[get_weather(city='Oslo'), get_time(", "python"),
+    ("get_weather(", "python"),
+    ("Let me check the weather.\nget_weather(city=", "python"),  # prose, then a cut-off call line
+    ('```python\nget_weather(city="Oslo"', "python"),
+    ('{"name": "get_weather", "arguments": {"city": "Os', "json"),
+    ('[{"name": "get_weather", "arguments": {"ci', "json"),
+    ('{"tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": "{\\"city', "json"),
+    ('{"na', "json"),
+    ('```json\n{"name": "get_weather", "arguments": {"city": "Oslo"', "json"),
+    ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"', "tag"),
+    ("<tool_call>", "tag"),
+    ('[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Os', "tag"),
+    ('<function=get_weather>{"city": "Os', "tag"),
+]
+
+
+@pytest.mark.parametrize("text, syntax", TRUNCATED)
+def test_a_truncated_call_in_any_syntax_is_a_parse_failure_not_an_abstention(text, syntax):
+    from metric_ops.toolcalls import attempted_call_syntax
+
+    parsed = parse_tool_calls(text)
+    assert parsed.status == "parse_failure" and parsed.calls == [] and parsed.errors
+    if syntax != "json" or text.startswith("{"):
+        assert attempted_call_syntax(text) is not None
+    scores = ToolCallMetrics().score_one(Sample("s", "q", metadata={"tools": TOOLS, "reference_calls": []}), text)
+    assert scores["tool_call_parse_failure"].value == 1.0
+    assert scores["tool_irrelevance"].value == 0.0  # no abstention credit for an attempted call
+    ok, reason = bfcl_verdict("irrelevance", text, [], TOOLS)
+    assert not ok and "cannot be parsed" in reason
+    row = BFCLAstAccuracy().score_batch([Sample("s", "q", metadata={"category": "irrelevance", "tools": TOOLS})], [text])[0]
+    assert row["bfcl_ast_accuracy"].value == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I cannot help with that; no tool fits.",
+        "The weather function needs a city (which you did not give).",
+        "Paris(France) is lovely in spring.",  # a parenthesis in prose is not a call
+        "Use the [citation needed] marker.",
+        "",
+        "   ",
+    ],
+)
+def test_a_reply_with_no_attempted_call_keeps_its_abstention_credit(text):
+    parsed = parse_tool_calls(text)
+    assert parsed.status == "no_call"
+    scores = ToolCallMetrics().score_one(Sample("s", "q", metadata={"tools": TOOLS, "reference_calls": []}), text)
+    assert scores["tool_call_parse_failure"].value == 0.0 and scores["tool_irrelevance"].value == 1.0
+    row = BFCLAstAccuracy().score_batch([Sample("s", "q", metadata={"category": "irrelevance", "tools": TOOLS})], [text])[0]
+    assert row["bfcl_ast_accuracy"].value == 1.0
+
+
+def test_complete_calls_in_the_same_syntaxes_still_parse():
+    expected = [ToolCall("get_weather", {"city": "Oslo"})]
+    for text in ('get_weather(city="Oslo")', '```python\nget_weather(city="Oslo")\n```', '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Oslo"}}]',
+                 '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'):
+        parsed = parse_tool_calls(text)
+        assert parsed.status == "calls" and parsed.calls == expected, text
+
+
+def test_public_names_stay_importable_from_toolcalls():
+    import metric_ops.toolcalls as tc
+    from metric_ops import toolcall_bfcl, toolcall_matching, toolcall_parsing
+
+    for name in ("ToolCall", "ParsedCalls", "parse_tool_calls", "ParseWork"):
+        assert getattr(tc, name) is getattr(toolcall_parsing, name)
+    for name in ("values_equal", "bfcl_match_call", "bfcl_standardize", "bfcl_check_argument"):
+        assert getattr(tc, name) is getattr(toolcall_bfcl, name)
+    for name in ("normalize_tools", "reference_routes", "match_call", "evaluate_route", "choose_route", "validate_call", "max_bipartite_matching"):
+        assert getattr(tc, name) is getattr(toolcall_matching, name)
