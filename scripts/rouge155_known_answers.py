@@ -1,0 +1,105 @@
+"""Produce ROUGE-1.5.5 known answers for facetlake's tests (issue 15, kind 8).
+
+Not run by the test suite: it needs the ROUGE-1.5.5 Perl script, which the project does
+not ship. To regenerate ``tests/data/rouge155_known_answers.json``:
+
+1. Fetch a public repository carrying ``tools/ROUGE-1.5.5`` (e.g. github andersjo/pyrouge)
+   and copy that folder OUTSIDE the repository, e.g. to ``/tmp/rouge155/ROUGE-1.5.5``.
+2. ``apt-get install libxml-parser-perl``.
+3. Rebuild the WordNet exception DB (the shipped one is in an old Berkeley DB format):
+   ``cd data/WordNet-2.0-Exceptions && rm ../WordNet-2.0.exc.db &&
+   perl buildExeptionDB.pl . exc ../WordNet-2.0.exc.db``.
+4. ``python scripts/rouge155_known_answers.py /tmp/rouge155/ROUGE-1.5.5 [OUT.json]``.
+
+The pairs: every third SF-RES row (system output vs its human reference, 300 pairs),
+the first 100 QAGS-CNNDM rows (model summary vs the news article, long references) and
+a few hand-made edge pairs. Each text is written as ONE line in SPL format (newlines
+joined with a space), so ROUGE-L is the sentence-level LCS. Options:
+``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL`` (no ``-m``: no stemming; no ``-s``: stopwords
+kept), the issue's reference setting. The script prints P/R/F with 5 decimals
+(``%7.5f``); F is computed from the already rounded P and R.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1].parent.parent / "shared" / "data"
+OPTIONS = ["-a", "-n", "2", "-w", "1.2", "-2", "4", "-U", "-f", "A", "-d", "-z", "SPL"]
+EDGE = [
+    ("a b", "a b"),
+    ("cat", "the cat"),
+    ("the cat", "cat"),
+    ("a b c d h i k", "a b c d e f g"),
+    ("a h b k c i d", "a b c d e f g"),
+    ("police kill the gunman", "police killed the gunman"),
+    ("the gunman kill police", "police killed the gunman"),
+    ("the the the cat", "the cat the cat"),
+    ("a b a b a b", "b a b a"),
+    ("state-of-the-art systems, e.g. GPT-4, cost $10.", "State of the art systems (e.g. gpt 4) cost 10 dollars."),
+    ("x y z w x y z w", "w z y x"),
+    ("one two three four five six seven", "seven six five four three two one"),
+]
+
+
+def pairs(data: Path = DATA) -> list[dict]:
+    """(id, candidate, reference) records: one-line texts as the Perl script sees them."""
+    one_line = lambda t: " ".join(t.split())  # noqa: E731
+    sfres = json.loads((data / "unieval" / "sfres.json").read_text())
+    qags = json.loads((data / "unieval" / "qags_cnndm.json").read_text())
+    out = [{"id": f"sfres-{r['doc_id']}", "candidate": one_line(r["system_output"]), "reference": one_line(r["reference"])} for r in sfres[::3][:300]]
+    out += [{"id": f"qags-{i}", "candidate": one_line(r["system_output"]), "reference": one_line(r["reference"])} for i, r in enumerate(qags[:100])]
+    out += [{"id": f"edge-{i}", "candidate": c, "reference": r} for i, (c, r) in enumerate(EDGE)]
+    return out
+
+
+LINE = re.compile(r"^(\S+) (ROUGE-\S+) Eval (\d+)\.\S* R:([0-9.]+) P:([0-9.]+) F:([0-9.]+)$")
+
+
+def run(rouge_dir: Path, records: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """Run ROUGE-1.5.5 once over all records; {id: {"ROUGE-1": [P, R, F], ...}}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        config = []
+        for i, rec in enumerate(records):
+            (t / f"p{i}.txt").write_text(rec["candidate"] + "\n")
+            (t / f"m{i}.txt").write_text(rec["reference"] + "\n")
+            config.append(f"{t / f'p{i}.txt'} {t / f'm{i}.txt'}")
+        (t / "config.txt").write_text("\n".join(config) + "\n")
+        cmd = ["perl", str(rouge_dir / "ROUGE-1.5.5.pl"), "-e", str(rouge_dir / "data"), *OPTIONS, str(t / "config.txt")]
+        text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    results: dict[str, dict[str, list[float]]] = {}
+    for line in text.splitlines():
+        m = LINE.match(line.strip())
+        if m:
+            _, kind, ev, r, p, f = m.groups()
+            results.setdefault(records[int(ev) - 1]["id"], {})[kind] = [float(p), float(r), float(f)]
+    return results
+
+
+def main(argv: list[str]) -> int:
+    rouge_dir = Path(argv[1])
+    out = Path(argv[2]) if len(argv) > 2 else Path(__file__).resolve().parents[1] / "tests" / "data" / "rouge155_known_answers.json"
+    records = pairs()
+    values = run(rouge_dir, records)
+    for rec in records:
+        rec["rouge155"] = values[rec["id"]]
+    payload = {
+        "source": "ROUGE-1.5.5.pl (Lin, 2004) as carried by github.com/andersjo/pyrouge tools/ROUGE-1.5.5, "
+        "WordNet exception DB rebuilt with buildExeptionDB.pl; values as printed (%7.5f), [P, R, F]",
+        "options": " ".join(OPTIONS),
+        "data": "SF-RES (every 3rd row, 300) and QAGS-CNNDM (first 100) from UniEval (MIT); edge pairs hand-made",
+        "pairs": records,
+    }
+    out.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {len(records)} pairs to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
