@@ -61,17 +61,6 @@ def _directions(name: str) -> dict[str, Direction]:
     return {f"{name}_{part}": Direction.MAXIMIZE for part in PRF}
 
 
-def _bool_param(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in {"true", "yes", "1", "on"}:
-        return True
-    if text in {"false", "no", "0", "off"}:
-        return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")
-
-
 class _RougeBase(Metric):
     """Shared tokenisation and ``unscored`` handling of every ROUGE variant.
 
@@ -87,10 +76,13 @@ class _RougeBase(Metric):
     unit_name = "token"
 
     def __init__(self, use_stemmer: bool = False, tokenizer: str = "default", **extra: Any) -> None:
-        use_stemmer = _bool_param("use_stemmer", use_stemmer)
         check_tokenizer(tokenizer)
         super().__init__(use_stemmer=use_stemmer, tokenizer=tokenizer, **extra)
         self._tok = make_tokenizer(tokenizer, use_stemmer)
+        self.setup()
+
+    def setup(self) -> None:
+        """Hook run at the end of ``__init__`` (e.g. to build rouge-score's scorer)."""
 
     # hooks ------------------------------------------------------------------------
     def prepare(self, text: str) -> str:
@@ -165,8 +157,10 @@ class _RougeScoreBase(_RougeBase):
     abstract = True
     rouge_type: str = ""
 
-    def __init__(self, use_stemmer: bool = False, tokenizer: str = "default", **extra: Any) -> None:
-        super().__init__(use_stemmer=use_stemmer, tokenizer=tokenizer, **extra)
+    def __init__(self, use_stemmer: bool = False, tokenizer: str = "default") -> None:
+        super().__init__(use_stemmer=use_stemmer, tokenizer=tokenizer)
+
+    def setup(self) -> None:
         from rouge_score import rouge_scorer
 
         self._scorer = rouge_scorer.RougeScorer([self.rouge_type], tokenizer=self._tok)
@@ -245,7 +239,7 @@ class RougeLsum(_RougeScoreBase):
     def __init__(self, use_stemmer: bool = False, tokenizer: str = "default", sentence_split: str = "newline") -> None:
         if sentence_split not in SENTENCE_SPLITS:
             raise ValueError(f"sentence_split must be one of {SENTENCE_SPLITS}, got {sentence_split!r}")
-        super().__init__(use_stemmer=use_stemmer, tokenizer=tokenizer, sentence_split=sentence_split)
+        _RougeBase.__init__(self, use_stemmer=use_stemmer, tokenizer=tokenizer, sentence_split=sentence_split)
 
     def prepare(self, text: str) -> str:
         return split_sentences(text, self.params["sentence_split"])

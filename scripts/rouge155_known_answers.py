@@ -13,7 +13,9 @@ not ship. To regenerate ``tests/data/rouge155_known_answers.json``:
 
 The pairs: every third SF-RES row (system output vs its human reference, 300 pairs),
 the first 100 QAGS-CNNDM rows (model summary vs the news article, long references) and
-a few hand-made edge pairs. Each text is written as ONE line in SPL format (newlines
+a few hand-made edge pairs; and 41 candidates with two references each (``-f A`` pools
+them; compared for ROUGE-W/S/SU only, since facetlake's ROUGE-1/2/L keep rouge-score's
+best-F reference). Each text is written as ONE line in SPL format (newlines
 joined with a space), so ROUGE-L is the sentence-level LCS. Options:
 ``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL`` (no ``-m``: no stemming; no ``-s``: stopwords
 kept), the issue's reference setting. The script prints P/R/F with 5 decimals
@@ -29,7 +31,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1].parent.parent / "shared" / "data"
+_ROOT = Path(__file__).resolve().parents[1]
+# the project's ../shared/data (also from a worktree one level further down)
+DATA = next((p for p in (_ROOT.parent / "shared" / "data", _ROOT.parent.parent / "shared" / "data") if p.exists()), _ROOT.parent / "shared" / "data")
 OPTIONS = ["-a", "-n", "2", "-w", "1.2", "-2", "4", "-U", "-f", "A", "-d", "-z", "SPL"]
 EDGE = [
     ("a b", "a b"),
@@ -58,6 +62,17 @@ def pairs(data: Path = DATA) -> list[dict]:
     return out
 
 
+def multi_reference_pairs(data: Path = DATA) -> list[dict]:
+    """40 candidates with two references each (1.5.5's ``-f A`` pools them): an SF-RES
+    system output (rows 1, 4, 7, ...) with its own reference and the next row's."""
+    one_line = lambda t: " ".join(t.split())  # noqa: E731
+    sfres = json.loads((data / "unieval" / "sfres.json").read_text())
+    return [
+        {"id": f"sfres-multi-{i}", "candidate": one_line(sfres[i]["system_output"]), "references": [one_line(sfres[i]["reference"]), one_line(sfres[i + 1]["reference"])]}
+        for i in range(1, 121, 3)
+    ] + [{"id": "edge-multi-0", "candidate": "the cat sat on the mat", "references": ["the cat sat", "a cat sat on a mat"]}]
+
+
 LINE = re.compile(r"^(\S+) (ROUGE-\S+) Eval (\d+)\.\S* R:([0-9.]+) P:([0-9.]+) F:([0-9.]+)$")
 
 
@@ -68,8 +83,11 @@ def run(rouge_dir: Path, records: list[dict]) -> dict[str, dict[str, list[float]
         config = []
         for i, rec in enumerate(records):
             (t / f"p{i}.txt").write_text(rec["candidate"] + "\n")
-            (t / f"m{i}.txt").write_text(rec["reference"] + "\n")
-            config.append(f"{t / f'p{i}.txt'} {t / f'm{i}.txt'}")
+            models = []
+            for k, ref in enumerate(rec.get("references") or [rec["reference"]]):
+                (t / f"m{i}_{k}.txt").write_text(ref + "\n")
+                models.append(str(t / f"m{i}_{k}.txt"))
+            config.append(f"{t / f'p{i}.txt'} {' '.join(models)}")
         (t / "config.txt").write_text("\n".join(config) + "\n")
         cmd = ["perl", str(rouge_dir / "ROUGE-1.5.5.pl"), "-e", str(rouge_dir / "data"), *OPTIONS, str(t / "config.txt")]
         text = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -85,19 +103,21 @@ def run(rouge_dir: Path, records: list[dict]) -> dict[str, dict[str, list[float]
 def main(argv: list[str]) -> int:
     rouge_dir = Path(argv[1])
     out = Path(argv[2]) if len(argv) > 2 else Path(__file__).resolve().parents[1] / "tests" / "data" / "rouge155_known_answers.json"
-    records = pairs()
-    values = run(rouge_dir, records)
-    for rec in records:
-        rec["rouge155"] = values[rec["id"]]
+    records, multi = pairs(), multi_reference_pairs()
+    for group in (records, multi):
+        values = run(rouge_dir, group)
+        for rec in group:
+            rec["rouge155"] = values[rec["id"]]
     payload = {
         "source": "ROUGE-1.5.5.pl (Lin, 2004) as carried by github.com/andersjo/pyrouge tools/ROUGE-1.5.5, "
         "WordNet exception DB rebuilt with buildExeptionDB.pl; values as printed (%7.5f), [P, R, F]",
         "options": " ".join(OPTIONS),
         "data": "SF-RES (every 3rd row, 300) and QAGS-CNNDM (first 100) from UniEval (MIT); edge pairs hand-made",
         "pairs": records,
+        "multi_reference_pairs": multi,
     }
     out.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
-    print(f"wrote {len(records)} pairs to {out}")
+    print(f"wrote {len(records)} pairs and {len(multi)} multi-reference pairs to {out}")
     return 0
 
 
