@@ -5,7 +5,8 @@ Two checks, both rows of the ``facetlake crossval`` report (:mod:`metric_ops.cro
 
 - :func:`known_answer_rows`: facetlake against the values ROUGE-1.5.5 printed on 412 pairs
   (300 SF-RES system outputs vs references, 100 QAGS-CNNDM summaries vs articles, 12
-  hand-made pairs; ROUGE-W/S/SU also on 41 two-reference pairs, pooled as ``-f A``), stored in ``tests/data/rouge155_known_answers.json`` (the Perl script
+  hand-made pairs; ROUGE-W/S/SU also on 42 two-reference pairs, pooled as ``-f A``, and 2
+  multi-line cases), stored in ``tests/data/rouge155_known_answers.json`` (the Perl script
   is not shipped; ``scripts/rouge155_known_answers.py`` regenerates the file). Script
   options ``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL``: no stemming (no ``-m``), stopwords
   kept (no ``-s``), each text on one line. facetlake runs with its defaults
@@ -136,7 +137,7 @@ def known_answer_rows(known: dict[str, Any] | None = None) -> list[dict[str, Any
                 "left_out": c["left_out"],
                 "left_out_reasons": {f"facetlake unscored: {k}": v for k, v in c["left_out_reasons"].items()},
                 "note": f"{c['compared']} compared, {c['left_out']} unscored left out"
-                + (f", incl. {multi} two-reference pairs (-f A pooling)" if c["metric"] in POOLED else ""),
+                + (f", incl. {multi} two-reference or multi-line pairs" if c["metric"] in POOLED else ""),
                 "known_answers": {"perl_metric": perl_name, **c},
             }
         )
@@ -156,9 +157,10 @@ def known_answer_section(rows: Sequence[dict[str, Any]]) -> list[str]:
         f"{rows[0]['cases']} pairs ({rows[0]['sources']}: SF-RES system outputs vs references, QAGS-CNNDM",
         "summaries vs articles, hand-made pairs), stored in `tests/data/rouge155_known_answers.json`",
         "(the script is not shipped; `scripts/rouge155_known_answers.py` regenerates the file).",
-        "ROUGE-W/S/SU also run on 41 two-reference pairs (SF-RES outputs with their reference and the next",
-        "row's), where `variant=rouge155` pools the references as the script's `-f A` does; ROUGE-1/2/L keep",
-        "rouge-score's best-F reference and are compared on one-reference pairs only.",
+        "ROUGE-W/S/SU also run on 42 two-reference pairs (40 SF-RES outputs with their reference and the next",
+        "row's), where `variant=rouge155` pools the references as the script's `-f A` does, and on 2 multi-line",
+        "cases (the script reads lines as sentences); ROUGE-1/2/L keep rouge-score's best-F reference and are",
+        "compared on one-line, one-reference pairs only.",
         f"Script options: `{rows[0]['reference'].split(' ', 1)[1].split(',')[0]}`: no stemming, stopwords kept, one line",
         "per text. facetlake runs with its defaults (`tokenizer=default`, `use_stemmer=false`): the same",
         "tokens (lower-cased `[a-z0-9]` runs). Values are compared as the script prints them (P, R rounded",

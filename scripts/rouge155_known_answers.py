@@ -13,8 +13,8 @@ not ship. To regenerate ``tests/data/rouge155_known_answers.json``:
 
 The pairs: every third SF-RES row (system output vs its human reference, 300 pairs),
 the first 100 QAGS-CNNDM rows (model summary vs the news article, long references) and
-a few hand-made edge pairs; and 41 candidates with two references each (``-f A`` pools
-them; compared for ROUGE-W/S/SU only, since facetlake's ROUGE-1/2/L keep rouge-score's
+a few hand-made edge pairs; and 43 cases compared for ROUGE-W/S/SU only: 42 with two
+references (``-f A`` pools them; 40 from SF-RES) and 2 multi-line ones (lines are sentences), compared for ROUGE-W/S/SU only, since facetlake's ROUGE-1/2/L keep rouge-score's
 best-F reference). Each text is written as ONE line in SPL format (newlines
 joined with a space), so ROUGE-L is the sentence-level LCS. Options:
 ``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL`` (no ``-m``: no stemming; no ``-s``: stopwords
@@ -63,14 +63,20 @@ def pairs(data: Path = DATA) -> list[dict]:
 
 
 def multi_reference_pairs(data: Path = DATA) -> list[dict]:
-    """40 candidates with two references each (1.5.5's ``-f A`` pools them): an SF-RES
-    system output (rows 1, 4, 7, ...) with its own reference and the next row's."""
+    """43 cases compared for ROUGE-W/S/SU only: 40 SF-RES system outputs (rows 1, 4, 7, ...)
+    with two references, their own and the next row's (1.5.5's ``-f A`` pools them), and 3
+    hand-made ones, 2 of them multi-line (the script reads lines as sentences)."""
     one_line = lambda t: " ".join(t.split())  # noqa: E731
     sfres = json.loads((data / "unieval" / "sfres.json").read_text())
     return [
         {"id": f"sfres-multi-{i}", "candidate": one_line(sfres[i]["system_output"]), "references": [one_line(sfres[i]["reference"]), one_line(sfres[i + 1]["reference"])]}
         for i in range(1, 121, 3)
-    ] + [{"id": "edge-multi-0", "candidate": "the cat sat on the mat", "references": ["the cat sat", "a cat sat on a mat"]}]
+    ] + [
+        {"id": "edge-multi-0", "candidate": "the cat sat on the mat", "references": ["the cat sat", "a cat sat on a mat"]},
+        # multi-line texts: the script reads each line as a sentence (ROUGE-W per reference sentence)
+        {"id": "edge-lines-0", "candidate": "the cat sat on the mat\nit was happy", "references": ["the cat was happy\nit sat on the mat"]},
+        {"id": "edge-lines-1", "candidate": "a b c\nd e f", "references": ["a b c d\ne f", "f e d\nc b a"]},
+    ]
 
 
 LINE = re.compile(r"^(\S+) (ROUGE-\S+) Eval (\d+)\.\S* R:([0-9.]+) P:([0-9.]+) F:([0-9.]+)$")

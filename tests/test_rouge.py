@@ -4,7 +4,7 @@ and ``unscored`` where there is nothing to measure (kind 2).
 
 Known answers: ``tests/data/rouge155_known_answers.json``, the values the ROUGE-1.5.5 Perl
 script printed (``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL``: no stemming, stopwords kept) on
-412 real and hand-made pairs plus 41 two-reference pairs; regenerate with
+412 real and hand-made pairs plus 42 two-reference pairs and 2 multi-line cases; regenerate with
 ``scripts/rouge155_known_answers.py`` (the Perl script is not shipped)."""
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ def test_known_answers_cover_300_real_pairs_and_all_six_metrics():
     assert len(real) >= 300
     assert KNOWN["options"] == "-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL"
     assert all(set(p["rouge155"]) == set(PERL_METRICS) for p in KNOWN["pairs"] + KNOWN["multi_reference_pairs"])
-    assert all(len(p["references"]) == 2 for p in KNOWN["multi_reference_pairs"])
+    assert sum(len(p["references"]) == 2 for p in KNOWN["multi_reference_pairs"]) >= 40
+    assert sum("\n" in p["candidate"] for p in KNOWN["multi_reference_pairs"]) == 2  # multi-line texts
 
 
 @pytest.mark.parametrize("perl_name", list(PERL_METRICS))
