@@ -13,12 +13,13 @@ not ship. To regenerate ``tests/data/rouge155_known_answers.json``:
 
 The pairs: every third SF-RES row (system output vs its human reference, 300 pairs),
 the first 100 QAGS-CNNDM rows (model summary vs the news article, long references) and
-a few hand-made edge pairs; and 43 cases compared for ROUGE-W/S/SU only: 42 with two
-references (``-f A`` pools them; 40 from SF-RES) and 2 multi-line ones (lines are sentences), compared for ROUGE-W/S/SU only, since facetlake's ROUGE-1/2/L keep rouge-score's
-best-F reference). Each text is written as ONE line in SPL format (newlines
-joined with a space), so ROUGE-L is the sentence-level LCS. Options:
-``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL`` (no ``-m``: no stemming; no ``-s``: stopwords
-kept), the issue's reference setting. The script prints P/R/F with 5 decimals
+12 hand-made pairs, each text written as ONE line in SPL format (whitespace runs joined
+by a space), so ROUGE-L is the sentence-level LCS. Then 43 cases compared for ROUGE-W/S/SU
+only (facetlake's ROUGE-1/2/L keep rouge-score's best-F reference and sentence-level LCS):
+42 with two references (``-f A`` pools them; 40 from SF-RES) and 2 multi-line ones (the
+script reads lines as sentences). Options: ``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL`` (no
+``-m``: no stemming; no ``-s``: stopwords kept), the issue's reference setting. The script
+prints P/R/F with 5 decimals
 (``%7.5f``); F is computed from the already rounded P and R.
 """
 
