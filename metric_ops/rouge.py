@@ -71,6 +71,7 @@ class _RougeBase(Metric):
     abstract = True
     direction = Direction.MAXIMIZE
     dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
     version = "2"
     libraries = ("rouge-score",)  # its tokenizer and stemmer (and scorer for ROUGE-1/2/L/Lsum)
     unit_name = "token"
