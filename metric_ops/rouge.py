@@ -24,7 +24,7 @@ tokens, so no bigram; ROUGE-S: no skip-bigram). For the rouge-score kinds
 ``detail["rouge_score"]`` keeps the value rouge-score returns there (0.0). ROUGE-SU
 (``rouge155``) is unscored when a side has no token or no reference has a unit; a candidate
 of one token has no unit in 1.5.5 and scores 0/0/0 as the script prints.
-References without a token are skipped (their number in ``detail["references_skipped"]``).
+References without a token or unit are skipped (their number in ``detail["references_skipped"]``).
 """
 
 from __future__ import annotations
@@ -138,11 +138,7 @@ class _RougeBase(Metric):
         skipped = len(refs) - len(usable)
         if skipped:
             detail = {**detail, "references_skipped": skipped}
-        return {
-            f"{self.name}_precision": Score(precision, detail=detail),
-            f"{self.name}_recall": Score(recall, detail=detail),
-            f"{self.name}_f": Score(f, detail=detail),
-        }
+        return {f"{self.name}_{part}": Score(value, detail=dict(detail)) for part, value in zip(PRF, (precision, recall, f))}
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
         check_lengths(samples, outputs)
