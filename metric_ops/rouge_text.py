@@ -29,8 +29,9 @@ _CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 # A CJK character with its combining marks (e.g. a kana + U+3099 dakuten), or a run of
 # letters/digits/combining marks (Mn, Mc, Me) that starts with a letter or digit. Marks
 # (Devanagari/Tamil/Thai vowel signs and viramas, Arabic harakat, Latin accents in NFD)
-# belong to their word.
-_UNICODE_TOKEN = regex.compile(rf"[{_CJK}]\p{{M}}*|(?:(?![{_CJK}])[\p{{L}}\p{{N}}])(?:(?![{_CJK}])[\p{{L}}\p{{N}}\p{{M}}])*")
+# belong to their word, and so do the zero-width (non-)joiners U+200C/U+200D inside a word
+# (Persian, Indic conjuncts), as in Unicode's word-boundary rules (UAX #29, WB4).
+_UNICODE_TOKEN = regex.compile(rf"[{_CJK}]\p{{M}}*|(?:(?![{_CJK}])[\p{{L}}\p{{N}}])(?:(?![{_CJK}])[\p{{L}}\p{{N}}\p{{M}}\u200c\u200d])*")
 
 
 class UnicodeTokenizer:
@@ -40,7 +41,8 @@ class UnicodeTokenizer:
     token) and lower-cased. A token is a run of Unicode letters, digits and combining marks
     (categories L*, N*, M*) starting with a letter or digit; each CJK ideograph, kana or
     hangul syllable is its own token (with any combining mark that follows it). Combining
-    marks never split a word: "पानी" (water) and "पान" (betel leaf) are different tokens.
+    marks never split a word: "पानी" (water) and "पान" (betel leaf) are different tokens;
+    a zero-width (non-)joiner inside a word stays in it (Persian "می‌خواهم" is one token).
     Optional Porter stemming of tokens longer than 3 characters (rouge-score's rule).
     Everything else (punctuation, symbols, spaces) separates tokens."""
 

@@ -171,6 +171,8 @@ def test_unicode_tokenizer_normalises_nfd_to_nfc():
     from metric_ops.rouge_text import UnicodeTokenizer
 
     assert UnicodeTokenizer().tokenize("मुझे पानी, 我爱 ok!") == ["मुझे", "पानी", "我", "爱", "ok"]
+    # a zero-width non-joiner inside a Persian word keeps it one token (UAX #29)
+    assert UnicodeTokenizer().tokenize("من می\u200cخواهم") == ["من", "می\u200cخواهم"]
 
 
 @pytest.mark.parametrize("name", ROUGES)
