@@ -91,7 +91,7 @@ def naive(cases: list[Case]) -> tuple[dict[str, list[list[float]]], dict[str, fl
     from metric_ops import crossval as cv
     from metric_ops.embeddings import default_model_path
     from metric_ops.meteor import load_wordnet
-    from metric_ops.rouge import make_tokenizer, rouge_s_prf, rouge_w_prf
+    from metric_ops.rouge import make_tokenizer, rouge_s_pooled, rouge_w_155
 
     load_wordnet()
     path = default_model_path()
@@ -104,9 +104,8 @@ def naive(cases: list[Case]) -> tuple[dict[str, list[list[float]]], dict[str, fl
     cv._patch_bert_score_tokenizer(bert._tokenizer)
     st = SentenceTransformer(path, device="cpu")
 
-    def best_prf(fn, refs, hyp):
-        c = rtok.tokenize(hyp)
-        return list(max((fn(rtok.tokenize(r), c) for r in refs), key=lambda t: t[2]))
+    def lines(text):
+        return [t for t in (rtok.tokenize(line) for line in text.split("\n")) if t]
 
     def bleu_nltk(h, refs):
         hyp = tok13a(h.strip()).split()
@@ -134,9 +133,10 @@ def naive(cases: list[Case]) -> tuple[dict[str, list[list[float]]], dict[str, fl
         "rouge_2": rs("rouge2"),
         "rouge_l": rs("rougeL"),
         "rouge_lsum": rs("rougeLsum"),
-        "rouge_w": lambda h, refs: best_prf(rouge_w_prf, refs, h),
-        "rouge_s": lambda h, refs: best_prf(rouge_s_prf, refs, h),
-        "rouge_su": lambda h, refs: best_prf(lambda r, c: rouge_s_prf(r, c, 4, unigrams=True), refs, h),
+        # ROUGE-1.5.5 variant (facetlake's default): references pooled, ROUGE-W per line
+        "rouge_w": lambda h, refs: list(rouge_w_155([lines(r) for r in refs], lines(h), 1.2)),
+        "rouge_s": lambda h, refs: list(rouge_s_pooled([rtok.tokenize(r) for r in refs], rtok.tokenize(h), 4, False)),
+        "rouge_su": lambda h, refs: list(rouge_s_pooled([rtok.tokenize(r) for r in refs], rtok.tokenize(h), 4, True)),
         "meteor": lambda h, refs: [float(meteor_score([nltk_tok.tokenize(r) for r in refs], nltk_tok.tokenize(h), wordnet=wordnet))],
         "exact_match": lambda h, refs: [float(max(cv._official_compute_exact(g, h) for g in cv._official_golds(refs)))],
         "quasi_exact_match": lambda h, refs: [float(max(cv._reference_contains(g, h) for g in cv._official_golds(refs)))],

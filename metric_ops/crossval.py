@@ -9,8 +9,8 @@ never needed to *use* facetlake.
 :func:`crossvalidate` scores every case with facetlake and with the reference and returns
 one row per variant: ``variant, cases, real_cases, sources, max_abs_error,
 max_scaled_error, tolerance, passed, reference, reference_version``. :func:`report_markdown` renders those rows.
-ROUGE-W/S/SU have no Python reference: they are checked against the hand-worked
-examples in :data:`ROUGE_WORKED_EXAMPLES` (closed-form values from Lin, 2004), and the
+ROUGE-W/S/SU have no Python reference: they are checked against the ROUGE-1.5.5 Perl
+script's known answers and hand-worked examples (metric_ops/crossval_rouge.py), and the
 report says so.
 """
 
@@ -27,6 +27,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from metric_ops.base import Sample
+from metric_ops.crossval_rouge import ROUGE_WORKED_EXAMPLES, known_answer_rows, known_answer_section, worked_example_rows  # noqa: F401
 from metric_ops.crossval_compare import (  # noqa: F401  (re-exported: the comparison lives there)
     LEXICAL_TOLERANCE,
     NEURAL_TOLERANCE,
@@ -374,86 +375,6 @@ def variants() -> list[Variant]:
     return v
 
 
-# --------------------------------------------------------------------------- ROUGE-W/S/SU worked examples
-
-
-def _f(p: float, r: float) -> float:
-    return 2 * p * r / (p + r) if p + r else 0.0
-
-
-def _worked_examples() -> list[dict[str, Any]]:
-    w = 1.2
-    f = lambda k: k**w  # noqa: E731
-    finv = lambda x: x ** (1 / w)  # noqa: E731
-    # Lin (2004) Section 3.2: X = A B C D E F G; Y1 = A B C D H I K (one run of 4);
-    # Y2 = A H B K C I D (four runs of 1). Both have LCS 4; WLCS(Y1) = f(4), WLCS(Y2) = 4 f(1).
-    x, y1, y2 = "a b c d e f g", "a b c d h i k", "a h b k c i d"
-    r1, p1 = finv(f(4) / f(7)), finv(f(4) / f(7))
-    r2, p2 = finv(4 * f(1) / f(7)), finv(4 * f(1) / f(7))
-    # Lin (2004) Section 5: S1 police killed the gunman; S2 police kill the gunman;
-    # S3 the gunman kill police; S4 the gunman police killed. 4 words -> C(4,2) = 6 skip-bigrams.
-    # Matches with S1: S2 3 (police the, police gunman, the gunman), S3 1 (the gunman),
-    # S4 2 (the gunman, police killed). ROUGE-S* = matches / 6.
-    s1, s2, s3, s4 = "police killed the gunman", "police kill the gunman", "the gunman kill police", "the gunman police killed"
-    # ROUGE-SU* adds the 4 unigrams to each side: 10 units; S2 shares 3 unigrams (police the gunman),
-    # S3 the same 3, S4 all 4.
-    # Skip distance: with max_skip=0 only adjacent pairs count (ROUGE-S0 = bigrams): S1 vs S2 share "the gunman" -> 1/3.
-    # With max_skip=1, S1 has 3 + 2 = 5 pairs: police-killed, killed-the, the-gunman, police-the, killed-gunman;
-    # S2 has police-kill, kill-the, the-gunman, police-the, kill-gunman: shared the-gunman, police-the -> 2/5.
-    return [
-        {"metric": "rouge_w", "params": {}, "candidate": y1, "reference": x, "expected": (p1, r1, _f(p1, r1)), "source": "Lin 2004 §3.2, Y1"},
-        {"metric": "rouge_w", "params": {}, "candidate": y2, "reference": x, "expected": (p2, r2, _f(p2, r2)), "source": "Lin 2004 §3.2, Y2"},
-        {"metric": "rouge_w", "params": {}, "candidate": x, "reference": x, "expected": (1.0, 1.0, 1.0), "source": "identical"},
-        {"metric": "rouge_w", "params": {}, "candidate": "", "reference": x, "expected": (0.0, 0.0, 0.0), "source": "empty candidate"},
-        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": s2, "reference": s1, "expected": (3 / 6, 3 / 6, 3 / 6), "source": "Lin 2004 §5, S2"},
-        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": s3, "reference": s1, "expected": (1 / 6, 1 / 6, 1 / 6), "source": "Lin 2004 §5, S3"},
-        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": s4, "reference": s1, "expected": (2 / 6, 2 / 6, 2 / 6), "source": "Lin 2004 §5, S4"},
-        {"metric": "rouge_s", "params": {"max_skip": 0}, "candidate": s2, "reference": s1, "expected": (1 / 3, 1 / 3, 1 / 3), "source": "S0 = bigrams"},
-        {"metric": "rouge_s", "params": {"max_skip": 1}, "candidate": s2, "reference": s1, "expected": (2 / 5, 2 / 5, 2 / 5), "source": "S1 skip distance"},
-        {"metric": "rouge_s", "params": {"max_skip": -1}, "candidate": "police", "reference": s1, "expected": (0.0, 0.0, 0.0), "source": "one token: no skip-bigram"},
-        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": s2, "reference": s1, "expected": (6 / 10, 6 / 10, 6 / 10), "source": "Lin 2004 §5 + unigrams, S2"},
-        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": s3, "reference": s1, "expected": (4 / 10, 4 / 10, 4 / 10), "source": "S3"},
-        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": s4, "reference": s1, "expected": (6 / 10, 6 / 10, 6 / 10), "source": "S4"},
-        {"metric": "rouge_su", "params": {"max_skip": -1}, "candidate": "police", "reference": s1, "expected": (1 / 1, 1 / 10, _f(1.0, 0.1)), "source": "one token: unigram only"},
-    ]
-
-
-ROUGE_WORKED_EXAMPLES = _worked_examples()
-
-
-# --------------------------------------------------------------------------- driver
-
-
-def worked_example_rows() -> list[dict[str, Any]]:
-    """Report rows for ROUGE-W/S/SU: facetlake vs the hand-worked values."""
-    from metric_ops.registry import get_metric
-
-    by_metric: dict[str, list[float]] = collections.defaultdict(list)
-    for ex in ROUGE_WORKED_EXAMPLES:
-        m = get_metric(ex["metric"], **ex["params"])
-        row = m.score_batch([Sample("x", "", (ex["reference"],))], [ex["candidate"]])[0]
-        got = [row[f"{ex['metric']}_{p}"].value for p in ("precision", "recall", "f")]
-        by_metric[ex["metric"]].append(max(abs(a - b) for a, b in zip(got, ex["expected"])))
-    return [
-        {
-            "variant": name,
-            "metric": name,
-            "cases": len(errs),
-            "real_cases": 0,
-            "sources": f"hand-worked {len(errs)}",
-            "max_abs_error": max(errs),
-            "max_scaled_error": max(errs),
-            "worst_case": None,
-            "tolerance": LEXICAL_TOLERANCE,
-            "passed": max(errs) <= LEXICAL_TOLERANCE,
-            "reference": "no Python reference library: hand-worked examples (Lin 2004; ROUGE-1.5.5 definitions)",
-            "reference_version": "-",
-            "note": "",
-        }
-        for name, errs in sorted(by_metric.items())
-    ]
-
-
 def crossvalidate(
     cases: Sequence[Case],
     neural_cases: Sequence[Case] | None = None,
@@ -478,6 +399,7 @@ def crossvalidate(
         rows.append(compare(variant, subset))
     if only is None or any(n in only for n in ("rouge_w", "rouge_s", "rouge_su")):
         rows += worked_example_rows()
+        rows += known_answer_rows()  # ROUGE-1.5.5 (the Perl script's) known answers on real pairs
     return rows
 
 
@@ -491,7 +413,8 @@ def report_markdown(rows: Sequence[dict[str, Any]], command: str = "facetlake cr
         "implementation on the same cases; the table gives the largest absolute difference over all",
         f"cases and emitted scores. Tolerances: {LEXICAL_TOLERANCE:g} for lexical metrics, {NEURAL_TOLERANCE:g} for",
         "BERTScore and semantic similarity. ROUGE-W, ROUGE-S and ROUGE-SU have no Python reference",
-        "implementation: they are checked against hand-worked examples (Lin, 2004), not a library.",
+        "implementation: they are checked against the ROUGE-1.5.5 Perl script's known answers on real pairs",
+        "(the section at the end) and against hand-worked examples for both variants (rouge155, lin2004).",
         "The neural variants run on fewer QAGS articles than the lexical ones (see *sources*): an article",
         "(cut at 512 tokens, which these cases exercise) costs the CPU time of about 50 short pairs.",
         "",
@@ -521,4 +444,5 @@ def report_markdown(rows: Sequence[dict[str, Any]], command: str = "facetlake cr
             f"{'yes' if r['passed'] else 'NO'} | {r['reference']}{note} | {r['reference_version']} |"
         )
     lines.append("")
+    lines += known_answer_section(rows)
     return "\n".join(lines)

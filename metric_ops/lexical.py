@@ -1,9 +1,9 @@
-"""First lexical metrics: exact match and token F1 (SQuAD v2 rules), sentence BLEU
-(sacrebleu) and ROUGE-L (rouge-score).
+"""First lexical metrics: exact match and token F1 (SQuAD v2 rules) and sentence BLEU
+(sacrebleu). ROUGE-L lives with the other ROUGE variants in metric_ops/rouge.py.
 
 All are ``baseline_grounding``, ``local``, and take the maximum over a sample's
 references where the reference library does (SQuAD: max over gold answers; sacrebleu:
-multi-reference sentence BLEU; rouge-score: ``score_multi`` keeps the best F).
+multi-reference sentence BLEU).
 """
 
 from __future__ import annotations
@@ -222,50 +222,3 @@ class SentenceBLEU(SacrebleuSentenceMetric):
 
     def _detail(self, result: Any) -> dict[str, Any]:
         return {"bp": result.bp, "precisions": result.precisions}
-
-
-# --------------------------------------------------------------------------- ROUGE-L
-
-
-class RougeL(Metric):
-    """ROUGE-L (Lin, 2004) through Google's rouge-score (``rouge_scorer.RougeScorer``).
-
-    Input: one output and >= 1 references per sample. Emits ``rouge_l_precision``,
-    ``rouge_l_recall`` and ``rouge_l_f`` in [0, 1]; with several references the
-    reference with the best F is kept (``score_multi``). rouge-score's default
-    tokenizer keeps only ``[a-z0-9]`` tokens, so text with none of them (CJK, an empty
-    output) scores 0.0. Parameter ``use_stemmer`` (Porter stemming, default False).
-    """
-
-    name = "rouge_l"
-    aliases = ("rougeL", "rouge-l")
-    direction = Direction.MAXIMIZE
-    score_directions = {
-        "rouge_l_precision": Direction.MAXIMIZE,
-        "rouge_l_recall": Direction.MAXIMIZE,
-        "rouge_l_f": Direction.MAXIMIZE,
-    }
-    dimension = "baseline_grounding"
-    value_range = (0.0, 1.0)
-    version = "1"
-    libraries = ("rouge-score",)
-
-    def __init__(self, use_stemmer: bool = False) -> None:
-        super().__init__(use_stemmer=use_stemmer)
-        from rouge_score import rouge_scorer
-
-        self._scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=use_stemmer)
-
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        results = []
-        for sample, output in zip(samples, outputs):
-            s = self._scorer.score_multi(list(sample.references), output)["rougeL"]
-            results.append(
-                {
-                    "rouge_l_precision": Score(s.precision),
-                    "rouge_l_recall": Score(s.recall),
-                    "rouge_l_f": Score(s.fmeasure),
-                }
-            )
-        return results

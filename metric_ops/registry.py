@@ -59,7 +59,7 @@ BUILTIN_METRICS: dict[str, str] = {
     "retrieval": "metric_ops.retrieval:RetrievalMetrics",
     "rouge_1": "metric_ops.rouge:Rouge1",
     "rouge_2": "metric_ops.rouge:Rouge2",
-    "rouge_l": "metric_ops.lexical:RougeL",
+    "rouge_l": "metric_ops.rouge:RougeL",
     "rouge_lsum": "metric_ops.rouge:RougeLsum",
     "rouge_s": "metric_ops.rouge:RougeS",
     "rouge_su": "metric_ops.rouge:RougeSU",

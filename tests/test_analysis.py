@@ -139,7 +139,7 @@ def test_lineage_command_reaches_dataset_hash_and_model_identity(demo_lake):
     assert text.exit_code == 0, text.output
     assert ev["dataset_hash"] in text.output
     assert '"heuristic": "lead-3"' in text.output and '"column": "system_output"' in text.output
-    assert "rouge_l|v:1" in text.output  # metric signatures of the scores runs
+    assert "rouge_l|v:2" in text.output  # metric signatures of the scores runs
     scores_runs = lake.read("runs", where={"fingerprint": fp, "asset": "scores"})
     for v in scores_runs["table_version"].to_list():
         assert f"scores[" in text.output and f"] v{v}" in text.output

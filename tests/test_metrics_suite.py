@@ -15,7 +15,7 @@ import pytest
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import REGISTRY, Sample, get_metric
 from metric_ops.bleu import corpus_bleu, reference_streams
-from metric_ops.crossval import ROUGE_WORKED_EXAMPLES
+from metric_ops.crossval_rouge import ROUGE_WORKED_EXAMPLES
 from metric_ops.rouge import rouge_s_prf, skip_bigrams, wlcs
 
 TOL = 1e-9
@@ -120,8 +120,11 @@ def test_bleu_signature_records_sacrebleu_signature():
 def test_rouge_w_s_su_hand_worked_examples(example):
     m = get_metric(example["metric"], **example["params"])
     row = m.score_batch([_s(example["reference"])], [example["candidate"]])[0]
-    got = [row[f"{example['metric']}_{p}"].value for p in ("precision", "recall", "f")]
-    assert got == pytest.approx(list(example["expected"]), abs=TOL)
+    scores = [row[f"{example['metric']}_{p}"] for p in ("precision", "recall", "f")]
+    if example["expected"] is None:  # nothing to measure
+        assert all(s.status == "unscored" for s in scores)
+    else:
+        assert [s.value for s in scores] == pytest.approx(list(example["expected"]), abs=TOL)
 
 
 def test_wlcs_rewards_consecutive_matches_lin_example():
@@ -152,10 +155,10 @@ def test_rouge_lsum_punctuation_split_matches_rouge_score_on_pre_split_text():
     assert abs(plain - scorer.score(ref, hyp)["rougeLsum"].fmeasure) <= TOL
 
 
-def test_rouge_unicode_tokenizer_scores_cjk_where_default_gives_zero():
-    default = get_metric("rouge_1").score_batch([_s("我爱北京")], ["我爱北京"])[0]["rouge_1_f"].value
+def test_rouge_unicode_tokenizer_scores_cjk_where_default_keeps_no_token():
+    default = get_metric("rouge_1").score_batch([_s("我爱北京")], ["我爱北京"])[0]["rouge_1_f"]
     uni = get_metric("rouge_1", tokenizer="unicode").score_batch([_s("我爱北京")], ["我爱北京"])[0]["rouge_1_f"].value
-    assert default == 0.0 and uni == 1.0
+    assert default.status == "unscored" and default.detail["rouge_score"] == 0.0 and uni == 1.0
 
 
 # --------------------------------------------------------------------------- SQuAD rules
