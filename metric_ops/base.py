@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import metadata as _importlib_metadata
 from typing import Any, ClassVar, Mapping, Sequence
+from metric_ops.errors import FacetlakeError
 
 DIMENSIONS: tuple[str, ...] = ("baseline_grounding", "epistemic", "factual", "process")
 LOCALITIES: tuple[str, ...] = ("local", "external")
@@ -28,7 +29,7 @@ SAMPLE_FIELDS: tuple[str, ...] = ("input", "output", "references", "context", "m
 RANGE_RTOL: float = 1e-6
 
 
-class MetricDefinitionError(TypeError):
+class MetricDefinitionError(FacetlakeError, TypeError):
     """A metric class is missing or misdeclares part of the Metric contract."""
 
 

@@ -23,9 +23,10 @@ from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 from metric_ops.embeddings import DEFAULT_BATCH_SIZE, dtype_tag, get_encoder, model_identity
+from metric_ops.errors import FacetlakeError
 
 
-class IdfUndefinedError(ValueError):
+class IdfUndefinedError(FacetlakeError, ValueError):
     """idf weighting was asked for with fewer than 2 reference documents."""
 
 

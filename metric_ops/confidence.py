@@ -39,6 +39,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
+from metric_ops.errors import FacetlakeError
 
 TIERS: tuple[tuple[str, float], ...] = (
     ("very_low", 0.2),
@@ -67,7 +68,7 @@ def confidence_tier(probability: float) -> str:
 LOGPROB_ATOL = 1e-6  # a positive logprob up to this is float rounding of 0
 
 
-class LogprobError(ValueError):
+class LogprobError(FacetlakeError, ValueError):
     """A token's recorded logprob is not a log-probability (NaN, +inf, positive)."""
 
 

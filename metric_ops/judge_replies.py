@@ -20,12 +20,13 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from metric_ops.errors import FacetlakeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.judging import TokenLogprob
 
 
-class JudgeParseError(ValueError):
+class JudgeParseError(FacetlakeError, ValueError):
     """A judge reply could not be read; ``raw_replies`` holds every attempt's text."""
 
     def __init__(self, message: str, raw_replies: Sequence[str] = ()) -> None:

@@ -32,6 +32,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources as _resources
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from metric_ops.errors import FacetlakeError
 
 # --------------------------------------------------------------------------- replies
 
@@ -90,7 +91,7 @@ class Judge(Protocol):
         ...
 
 
-class JudgeSpecError(ValueError):
+class JudgeSpecError(FacetlakeError, ValueError):
     """A judge could not be built from its spec; the message shows a right one."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from metric_ops.toolcall_scan import _PY_CALL_START, ParseWork, _json_spans, attempted_call_syntax
+from metric_ops.errors import FacetlakeError
 
 # ============================================================================ data model
 
@@ -57,7 +58,7 @@ class ParsedCalls:
         return [c for turn in self.turns for c in turn]
 
 
-class _Malformed(ValueError):
+class _Malformed(FacetlakeError, ValueError):
     """A fragment looks like a tool call but cannot be decoded."""
 
 
