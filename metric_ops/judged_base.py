@@ -1,0 +1,119 @@
+"""The base of the judged metrics (metric_ops/judged.py: G-Eval, jury;
+metric_ops/judged_rag.py: the RAG Triad): :class:`JudgedMetric` (judge parameter,
+locality from the judge, prompt hashes in the signature) and the small text helpers
+they share (sentence splitting, numbered lists, short hashes)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Sequence
+
+from metric_ops.base import Metric, Sample, Score, check_lengths
+from metric_ops.judging import (
+    Judge,
+    JudgeCaller,
+    JudgeParseError,
+    active_cache,
+    error_score_detail,
+    load_prompt,
+    resolve_judge,
+)
+
+VERDICTS = ("supported", "unsupported", "contradicted")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` with pysbd (the segmenter RAGAS uses), stripped, empty ones
+    dropped."""
+    import pysbd
+
+    segmenter = pysbd.Segmenter(language="en", clean=False)
+    return [s.strip() for s in segmenter.segment(text or "") if s.strip()]
+
+
+def _numbered(items: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {s}" for i, s in enumerate(items, start=1))
+
+
+def _short_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class JudgedMetric(Metric):
+    """Base of the judged metrics: judge resolution, locality, signature, cached calls,
+    per-sample error isolation and parallel calls.
+
+    Parameters (all enter the signature except ``concurrency``): ``judge`` (spec or
+    Judge; required), ``temperature`` (0.0), ``max_tokens`` (1024), ``seed`` (0),
+    ``max_attempts`` (2: one re-ask after an unparseable reply), ``concurrency`` (4
+    samples judged at once). A reply that still cannot be parsed gives an ``error`` score
+    whose ``detail`` keeps ``raw_reply``; a transport failure gives an ``error`` with its
+    message. Never a zero.
+    """
+
+    abstract = True
+    locality = "external"  # until a judge says otherwise (instances take their judge's)
+    dimension = "factual"
+    value_range = (0.0, 1.0)
+    prompts: ClassVar[tuple[str, ...]] = ()
+    logprobs: ClassVar[bool] = False
+
+    def __init__(self, judge: Any = None, temperature: float = 0.0, max_tokens: int = 1024, seed: int | None = 0,
+                 max_attempts: int = 2, concurrency: int = 4, **params: Any) -> None:
+        self.judge: Judge = resolve_judge(judge)
+        self.locality = self.judge.locality  # type: ignore[misc]  # the metric runs where its judge runs
+        self.decoding: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
+        if seed is not None:
+            self.decoding["seed"] = int(seed)
+        if self.logprobs:
+            self.decoding.update(logprobs=True, top_logprobs=int(params.pop("top_logprobs", 10)))
+        self.max_attempts = int(max_attempts)
+        self.concurrency = max(1, int(concurrency))
+        self.templates = {name: load_prompt(name) for name in self.prompts}
+        super().__init__(**params)
+
+    def signature(self) -> str:
+        parts = [self.name, f"v:{self.version}", f"judge:{self.judge.identity}"]
+        parts.append("prompts:" + ",".join(t.tag for t in self.templates.values()))
+        parts.append("decoding:" + ",".join(f"{k}={v}" for k, v in sorted(self.decoding.items())))
+        parts.append(f"attempts:{self.max_attempts}")
+        for key in sorted(self.params):
+            value = self.params[key]
+            text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list, tuple)) else str(value)
+            parts.append(f"{key}:{text if len(text) <= 40 else '#' + _short_hash(value)}")
+        for lib in self.libraries:
+            from metric_ops.base import library_version
+
+            parts.append(f"{lib}:{library_version(lib)}")
+        return "|".join(parts)
+
+    def caller(self, purpose: str | None = None) -> JudgeCaller:
+        """A :class:`JudgeCaller` for this metric's judge and decoding, using the active cache."""
+        return JudgeCaller(self.judge, self.decoding, purpose or self.name, self.max_attempts, active_cache())
+
+    def prepare(self, caller: JudgeCaller) -> None:
+        """Once per batch, before the samples (G-Eval writes its evaluation steps here)."""
+
+    def score_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        """Scores of one sample (raise :class:`JudgeParseError` for an unreadable reply)."""
+        raise NotImplementedError
+
+    def _safe_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
+        try:
+            return self.score_one(caller, sample, output)
+        except Exception as exc:  # noqa: BLE001 - one bad sample never sinks a run
+            prefix = "unparseable judge reply" if isinstance(exc, JudgeParseError) else type(exc).__name__
+            score = Score.error(f"{prefix}: {exc}", **error_score_detail(exc))
+            return {name: score for name in self.emitted()}
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        caller = self.caller()
+        self.last_caller = caller
+        self.prepare(caller)
+        if self.concurrency == 1 or len(samples) <= 1:
+            return [self._safe_one(caller, s, o) for s, o in zip(samples, outputs)]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda pair: self._safe_one(caller, *pair), zip(samples, outputs)))
