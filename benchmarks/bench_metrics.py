@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from metric_ops import Sample  # noqa: E402
-from metric_ops.crossval import Case  # noqa: E402
+from benchmarks.crossval.crossval import Case  # noqa: E402
 
 SUITE = {
     "bleu": ("bleu", {}),
@@ -61,7 +61,7 @@ SUITE = {
 
 
 def load_pairs(n: int) -> list[Case]:
-    from assets.crossval import DEFAULT_DATA_DIR, real_cases
+    from benchmarks.crossval.run import DEFAULT_DATA_DIR, real_cases
 
     real = real_cases(selfaware_limit=100_000)
     cases = [*real["sfres"], *real["qags"], *real["selfaware"]]
@@ -88,7 +88,7 @@ def naive(cases: list[Case]) -> tuple[dict[str, list[list[float]]], dict[str, fl
     from sentence_transformers import SentenceTransformer
     from tqdm.auto import tqdm
 
-    from metric_ops import crossval as cv
+    from benchmarks.crossval import crossval as cv
     from metric_ops.embeddings import default_model_path
     from metric_ops.meteor import load_wordnet
     from metric_ops.rouge import make_tokenizer, rouge_s_pooled, rouge_w_155

@@ -76,9 +76,15 @@ def crossval(out: Path = typer.Option(Path("crossvalidation.md"), "--out", help=
     Compares facetlake's numbers with sacrebleu, rouge-score, NLTK, bert-score (same model
     and layer) and the SQuAD v2 script's rules; exits 1 when any variant is out of tolerance.
     """
-    from assets.crossval import main as crossval_main
+    import sys
 
     from pipelines.quiet import quiet_libraries
+
+    root = Path(__file__).resolve().parents[1]  # the cross-validation is test tooling beside the product
+    if not (root / "benchmarks" / "crossval").is_dir():
+        fail("facetlake crossval runs from a source checkout (benchmarks/crossval/); clone the repository and run it there")
+    sys.path.insert(0, str(root))
+    from benchmarks.crossval.run import main as crossval_main
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     quiet_libraries()

@@ -15,7 +15,7 @@ import pytest
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import REGISTRY, Sample, get_metric
 from metric_ops.bleu import corpus_bleu, reference_streams
-from metric_ops.crossval_rouge import ROUGE_WORKED_EXAMPLES
+from benchmarks.crossval.crossval_rouge import ROUGE_WORKED_EXAMPLES
 from metric_ops.rouge import rouge_s_prf, skip_bigrams, wlcs
 
 TOL = 1e-9
@@ -275,7 +275,7 @@ def test_f1_condition_is_the_error_magnification_of_the_harmonic_mean():
 
 
 # Real SelfAware pairs (data/selfaware, answerable questions; stand-in answers as in
-# assets.crossval.selfaware_prediction: another question's gold answer).
+# benchmarks.crossval.run.selfaware_prediction: another question's gold answer).
 TRINDER = ("tommy trinder", ("teacher salaries", "average teacher salaries"))
 PREY = (
     "detection of prey",
@@ -291,7 +291,7 @@ def test_bertscore_reproduces_bert_scores_multi_reference_padding():
     called on the sample; False equals the textbook definition (bert-score on each
     (candidate, reference) pair alone, where nothing is padded, max over references).
     Tolerance 1e-6 (float32 embeddings computed in different batches)."""
-    from metric_ops.crossval import Case, bert_score_reference
+    from benchmarks.crossval.crossval import Case, bert_score_reference
     from metric_ops.embeddings import get_encoder
 
     pred, refs = TRINDER
@@ -316,7 +316,7 @@ def test_bertscore_reproduces_bert_scores_multi_reference_padding():
 @pytest.mark.slow
 def test_bertscore_flags_an_ill_conditioned_f1():
     # P and R of the best-F reference have opposite signs: F (0.213) exceeds both P and R
-    from metric_ops.crossval import Case, bert_score_reference
+    from benchmarks.crossval.crossval import Case, bert_score_reference
     from metric_ops.embeddings import get_encoder
 
     pred, refs = PREY
@@ -343,7 +343,7 @@ def test_bertscore_without_references_is_unscored_not_minus_infinity():
 def test_bertscore_idf_undefined_precision_is_an_error_and_recall_stays():
     # "the" occurs in every reference document: its idf is ln(5/5) = 0, so the candidate's
     # weights sum to 0 and precision is undefined (bert-score: NaN); recall is defined.
-    from metric_ops.crossval import Case, bert_score_reference
+    from benchmarks.crossval.crossval import Case, bert_score_reference
     from metric_ops.embeddings import get_encoder
 
     cases = [Case("the", ("the cat", "the dog"), "edge", real=False), Case("a bird", ("the bird", "the fish"), "edge", real=False)]

@@ -15,7 +15,7 @@ import pytest
 
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import Sample, get_metric
-from metric_ops.crossval_rouge import PERL_METRICS, POOLED, as_printed, known_answer_comparison, load_known_answers
+from benchmarks.crossval.crossval_rouge import PERL_METRICS, POOLED, as_printed, known_answer_comparison, load_known_answers
 from metric_ops.registry import MetricParamError
 
 ROUGES = ["rouge_1", "rouge_2", "rouge_l", "rouge_lsum", "rouge_w", "rouge_s", "rouge_su"]

@@ -1,7 +1,7 @@
 """Cross-validation of ROUGE-W/S/SU (and ROUGE-1/2/L) against the ROUGE-1.5.5 Perl script
 and hand-worked examples (issue 15, kind 8).
 
-Two checks, both rows of the ``facetlake crossval`` report (:mod:`metric_ops.crossval`):
+Two checks, both rows of the ``facetlake crossval`` report (:mod:`benchmarks.crossval.crossval`):
 
 - :func:`known_answer_rows`: facetlake against the values ROUGE-1.5.5 printed on 412 pairs
   (300 SF-RES system outputs vs references, 100 QAGS-CNNDM summaries vs articles, 12
@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from metric_ops.base import Sample
 
-KNOWN_ANSWERS = Path(__file__).resolve().parents[1] / "tests" / "data" / "rouge155_known_answers.json"
+KNOWN_ANSWERS = Path(__file__).resolve().parents[2] / "tests" / "data" / "rouge155_known_answers.json"
 PRINTED_TOLERANCE = 5e-6
 WORKED_TOLERANCE = 1e-9
 # 1.5.5's printed name -> (facetlake metric, parameters)
@@ -112,7 +112,7 @@ def known_answer_comparison(known: dict[str, Any] | None = None) -> dict[str, di
 
 
 def known_answer_rows(known: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Report rows (the shape of :func:`metric_ops.crossval.compare`'s) for the ROUGE-1.5.5
+    """Report rows (the shape of :func:`benchmarks.crossval.crossval.compare`'s) for the ROUGE-1.5.5
     known answers, one per metric, with ``known_answers`` details for the report section."""
     known = known or load_known_answers()
     sources = collections.Counter(p["id"].split("-")[0] for p in known["pairs"])

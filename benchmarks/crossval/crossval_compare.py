@@ -1,5 +1,5 @@
 """Comparing facetlake's stored values with a reference library's, case by case (split
-out of :mod:`metric_ops.crossval`, which re-exports these names).
+out of :mod:`benchmarks.crossval.crossval`, which re-exports these names).
 
 Values are compared only where both sides define one: cases facetlake stores as
 ``unscored`` (nothing to measure) and cases where the library is undefined (NaN) while

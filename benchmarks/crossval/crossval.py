@@ -1,7 +1,7 @@
 """Cross-validation of facetlake's metrics against the field's reference implementations.
 
 Pure functions (no Dagster, no Delta, no file reading): the caller supplies the cases
-(``assets/crossval.py`` builds them from the real data in ``data/``). The reference
+(``benchmarks/crossval/run.py`` builds them from the real data in ``data/``). The reference
 libraries (sacrebleu, nltk, rouge-score, bert-score, sentence-transformers) are imported
 lazily inside the reference functions: ``bert_score`` is a test-only dependency and is
 never needed to *use* facetlake.
@@ -10,7 +10,7 @@ never needed to *use* facetlake.
 one row per variant: ``variant, cases, real_cases, sources, max_abs_error,
 max_scaled_error, tolerance, passed, reference, reference_version``. :func:`report_markdown` renders those rows.
 ROUGE-W/S/SU have no Python reference: they are checked against the ROUGE-1.5.5 Perl
-script's known answers and hand-worked examples (metric_ops/crossval_rouge.py), and the
+script's known answers and hand-worked examples (benchmarks/crossval/crossval_rouge.py), and the
 report says so.
 """
 
@@ -27,8 +27,8 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from metric_ops.base import Sample
-from metric_ops.crossval_rouge import ROUGE_WORKED_EXAMPLES, known_answer_rows, known_answer_section, worked_example_rows  # noqa: F401
-from metric_ops.crossval_compare import (  # noqa: F401  (re-exported: the comparison lives there)
+from benchmarks.crossval.crossval_rouge import ROUGE_WORKED_EXAMPLES, known_answer_rows, known_answer_section, worked_example_rows  # noqa: F401
+from benchmarks.crossval.crossval_compare import (  # noqa: F401  (re-exported: the comparison lives there)
     LEXICAL_TOLERANCE,
     NEURAL_TOLERANCE,
     Case,

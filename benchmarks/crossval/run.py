@@ -2,8 +2,8 @@
 on real data (SF-RES, QAGS-CNNDM, SelfAware) plus edge cases.
 
 Regenerate the Markdown file with ``facetlake crossval [--out OUTPUT.md]`` or
-``python -m assets.crossval [OUTPUT.md]`` (default
-``docs/crossvalidation.md``). The comparison itself is :func:`metric_ops.crossval.crossvalidate`;
+``python -m benchmarks.crossval.run [OUTPUT.md]`` (default
+``docs/crossvalidation.md``). The comparison itself is :func:`benchmarks.crossval.crossval.crossvalidate`;
 this module only loads the cases and writes the file. The reference libraries
 (bert-score in particular) are test-only dependencies: install the ``test`` extra.
 """
@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import dagster as dg
 
-from metric_ops.crossval import Case, crossvalidate, edge_cases, report_markdown
+from benchmarks.crossval.crossval import Case, crossvalidate, edge_cases, report_markdown
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_DIR = PROJECT_ROOT / "data"
 DEFAULT_REPORT = PROJECT_ROOT / "docs" / "crossvalidation.md"
 REGENERATE = "facetlake crossval"
@@ -113,55 +112,8 @@ def write_report(path: str | os.PathLike | None = None, data_dir: str | os.PathL
     return out, rows
 
 
-@dg.asset(
-    group_name="quality",
-    metadata={
-        "dagster/column_schema": dg.TableSchema(
-            columns=[
-                dg.TableColumn("variant", "string", description="metric variant (name and settings)"),
-                dg.TableColumn("cases", "int", description="cases scored by both implementations"),
-                dg.TableColumn("real_cases", "int", description="cases drawn from real data"),
-                dg.TableColumn("max_abs_error", "float", description="largest |facetlake - reference| over cases and scores"),
-                dg.TableColumn(
-                    "max_scaled_error", "float",
-                    description="largest |facetlake - reference| / kappa (kappa = f1_condition for an ill-conditioned BERTScore F, else 1)",
-                ),
-                dg.TableColumn("tolerance", "float", description="1e-9 lexical, 1e-6 neural"),
-                dg.TableColumn("passed", "bool", description="max_scaled_error <= tolerance"),
-                dg.TableColumn("reference", "string", description="reference implementation called"),
-                dg.TableColumn("reference_version", "string", description="its installed version"),
-            ]
-        )
-    },
-)
-def crossvalidation_report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-    """Cross-validation of every metric variant against its reference library on real data.
-
-    Writes docs/crossvalidation.md (regenerate with ``facetlake crossval``); fails
-    the materialisation when any variant exceeds its tolerance.
-    """
-    path, rows = write_report(progress=False)
-    failed = [r["variant"] for r in rows if not r["passed"]]
-    table = "\n".join(
-        f"{r['variant']}: cases={r['cases']} max_abs_error={r['max_abs_error']:.3g} max_scaled_error={r['max_scaled_error']:.3g} tol={r['tolerance']:g}" for r in rows
-    )
-    context.log.info(table)
-    if failed:
-        raise dg.Failure(description=f"cross-validation outside tolerance for: {', '.join(failed)} (see {path})")
-    return dg.MaterializeResult(
-        metadata={
-            "report_path": dg.MetadataValue.path(str(path)),
-            "report": dg.MetadataValue.md(path.read_text(encoding="utf-8")),
-            "variants": len(rows),
-            "min_real_cases": min(r["real_cases"] for r in rows if r["real_cases"]) if any(r["real_cases"] for r in rows) else 0,
-            "max_abs_error_lexical": max((r["max_abs_error"] for r in rows if r["tolerance"] < 1e-7), default=0.0),
-            "max_abs_error_neural": max((r["max_abs_error"] for r in rows if r["tolerance"] >= 1e-7), default=0.0),
-        }
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m assets.crossval [OUTPUT.md]``: write the report, print it, exit 1 on failure."""
+    """``python -m benchmarks.crossval.run [OUTPUT.md]``: write the report, print it, exit 1 on failure."""
     args = sys.argv[1:] if argv is None else argv
     path, rows = write_report(args[0] if args else None)
     print(path.read_text(encoding="utf-8"))
