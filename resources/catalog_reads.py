@@ -205,13 +205,33 @@ def added_metrics(lake: LakeStore, evaluation: str) -> dict[str, dict[str, Any]]
     return {r["metric"]: json.loads(r["params"] or "{}") for r in frame.iter_rows(named=True)}
 
 
+_SPEC_CACHE: dict[tuple, EvaluationSpec] = {}
+SPEC_TABLES = ("evaluations", "evaluation_models", "evaluation_metrics")
+
+
 def evaluation_spec(lake: LakeStore, ref: str) -> EvaluationSpec:
     """The effective spec of the evaluation fingerprint ``ref`` names.
 
     For the current fingerprint: the registered spec with the evaluation's current models
     (spec and inbox models, latest versions) and its metrics (the spec's plus those added
     with ``facetlake score``, whose parameters win). A history fingerprint gives the spec
-    as it was registered."""
+    as it was registered.
+
+    Read and validated once per process for the catalog's table versions (issue 19: not
+    three or four times per partition): the cache key holds the versions of
+    ``evaluations``, ``evaluation_models`` and ``evaluation_metrics``, so any catalog write
+    is seen. Callers get their own copy."""
+    import copy
+
+    key = (lake.uri("evaluations"), ref, *(lake.version(t) for t in SPEC_TABLES))
+    if key not in _SPEC_CACHE:
+        if len(_SPEC_CACHE) > 64:
+            _SPEC_CACHE.clear()  # bounded
+        _SPEC_CACHE[key] = _read_evaluation_spec(lake, ref)
+    return copy.deepcopy(_SPEC_CACHE[key])
+
+
+def _read_evaluation_spec(lake: LakeStore, ref: str) -> EvaluationSpec:
     row = evaluation_row(lake, ref)
     data = json.loads(row["spec"])
     if row["status"] == "current":

@@ -98,3 +98,28 @@ def test_side_tables_of_a_pair_are_reported_even_with_no_rows(lake, fresh_instan
         assert fresh_instance.get_materialized_partitions(dg.AssetKey(side)) == {key}
         event = fresh_instance.get_latest_materialization_event(dg.AssetKey(side))
         assert event.asset_materialization.metadata["dagster/row_count"].value == 0
+
+
+def test_the_spec_is_read_once_per_catalog_version(lake, fresh_instance, tmp_path, monkeypatch):  # noqa: F811
+    """issue 19: one run reads and validates the evaluation spec once, not once per asset."""
+    import resources.catalog_reads as reads
+
+    calls = []
+    original = reads._read_evaluation_spec
+    monkeypatch.setattr(reads, "_read_evaluation_spec", lambda lake, ref: calls.append(ref) or original(lake, ref))
+    reads._SPEC_CACHE.clear()
+    spec = spec_for("once", write_dataset(tmp_path), {"m1": f"precomputed:{write_outputs(tmp_path, 'm1.jsonl', correct=5)}",
+                                                       "m2": f"precomputed:{write_outputs(tmp_path, 'm2.jsonl', correct=8)}"})
+    run_evaluation(spec, lake, fresh_instance)
+    n_first = len(calls)
+    assert 0 < n_first <= 2  # samples, generations, annotations, scores, analysis of two pairs share one read
+    run_evaluation(spec, lake, fresh_instance)  # registering again touches the catalog: at most one read for the run
+    assert len(calls) <= n_first + 1
+    from pipelines.runner import rescore
+
+    rescore(["chrf"], lake, fresh_instance, fingerprint="once")  # adds a metric: a new catalog version, read again
+    assert len(calls) > n_first
+    n_rescore = len(calls)
+    reads.evaluation_spec(lake, calls[-1])
+    assert len(calls) == n_rescore  # unchanged catalog: served from the cache
+    assert "chrf" in reads.evaluation_spec(lake, calls[-1]).metrics
