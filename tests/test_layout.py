@@ -19,8 +19,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("metric_ops", "resources", "assets", "pipelines")  # each may import only those before it
 MAX_LINES = 500
