@@ -12,247 +12,28 @@ the normalised samples, never its name or path.
 from __future__ import annotations
 
 import ast
-import codecs
-import csv
 import hashlib
-import io
 import json
 import os
-import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.registry import Registry
 from resources.dataset_values import checked_scale, rating_value, text_values
-from metric_ops.errors import FacetlakeError
+
+from resources.dataset_files import (  # noqa: F401 - re-exported
+    _BOMS, ENCODING_FIX, DatasetError, DatasetWarning, TableRows, _guess_encoding, _read_csv, _read_json_or_jsonl,
+    _read_jsonl, _read_table_file, _require, _shape, no_rows_message, read_text,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 
-
-class DatasetError(FacetlakeError, ValueError):
-    """A dataset file or row is malformed; the message names the file, line and fix."""
-
-
 DATASETS: Registry[type["Dataset"]] = Registry("dataset kind", base="resources.datasets:Dataset", builtins={
     "bfcl": "resources.bfcl:BFCLDataset", "episodes": "resources.episodes:EpisodesDataset",
     "lm_eval": "resources.lm_eval_bridge:LmEvalDataset"})  # kinds defined in other modules, imported on first use
-
-# byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one)
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"),
-)
-ENCODING_FIX = "set encoding: {guess} in the dataset spec (dataset: {{kind: ..., path: ..., encoding: {guess}}}) or re-save the file as UTF-8"
-
-
-class TableRows(list):
-    """Rows read from a file (a list), with ``lines[i]``: the 1-based line where row ``i``
-    starts (None for formats without lines, e.g. Parquet) and ``header`` (CSV)."""
-
-    lines: list[int] | None = None
-    header: list[str] | None = None
-    physical_lines: int | None = None
-
-
-def _guess_encoding(data: bytes) -> str:
-    """A likely single-byte encoding for bytes that are not UTF-8 (cp1252 when they decode
-    as it, else latin-1, which decodes anything)."""
-    try:
-        data.decode("cp1252")
-        return "cp1252"
-    except UnicodeDecodeError:
-        return "latin-1"
-
-
-def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> str:
-    """The text of ``path`` decoded strictly, without a byte-order mark.
-
-    ``encoding``: any Python codec name; default UTF-8, or UTF-16/32 when the file starts
-    with their byte-order mark. A UTF-8 BOM is always dropped. Bytes that do not decode
-    raise :class:`DatasetError` naming the file, the line and column, the byte and the
-    fix (``fix`` is formatted with ``guess``, a likely encoding); an unknown codec name
-    raises :class:`DatasetError` too.
-    """
-    data = path.read_bytes()
-    if encoding:
-        try:
-            name = codecs.lookup(encoding).name
-        except LookupError:
-            raise DatasetError(f"{path}: unknown encoding {encoding!r}; use a Python codec name such as utf-8, cp1252, latin-1, utf-16") from None
-        chosen = "utf-8-sig" if name == "utf-8" else encoding
-    else:
-        chosen = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
-    try:
-        text = data.decode(chosen)
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        bad = " ".join(f"0x{b:02X}" for b in data[exc.start : min(exc.end, exc.start + 4)])
-        label = "UTF-8" if chosen in ("utf-8", "utf-8-sig") else chosen
-        raise DatasetError(
-            f"{path}:{line}: not valid {label}: byte {bad} at column {column} cannot be decoded ({exc.reason}); "
-            + fix.format(guess=_guess_encoding(data))
-        ) from None
-    return text[1:] if text.startswith("\ufeff") else text
-
-
-def _read_jsonl(path: Path, text: str) -> TableRows:
-    rows, lines = TableRows(), []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                                   "each line of a JSON-lines file holds one complete JSON object") from None
-            lines.append(lineno)
-    rows.lines = lines
-    return rows
-
-
-def _read_json_or_jsonl(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> Any:
-    """A JSON document, or the rows of a JSON-lines file (``.jsonl``, or ``.json`` holding
-    one object per line). Raises :class:`DatasetError` naming the file and line."""
-    text = read_text(path, encoding, fix)
-    if path.suffix.lower() == ".jsonl":
-        return _read_jsonl(path, text)
-    if not text.strip():
-        return TableRows()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data" and text.lstrip().startswith("{"):
-            return _read_jsonl(path, text)  # JSON lines saved as .json (BFCL does this)
-        raise DatasetError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-
-
-def _read_csv(path: Path, text: str) -> TableRows:
-    """Rows of a CSV text as dicts, every record checked.
-
-    Strict quoting (a quote left open to the end of the file, or text after a closing
-    quote, is an error naming the line where the record starts); every row must have as
-    many cells as the header; the header's names must be unique and non-empty. A quoted
-    cell may hold line breaks: such records are counted, and when any exist a
-    :class:`UserWarning` reports rows read against lines in the file, naming the
-    records (and any line inside a cell that looks like a row of its own).
-    """
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    rows, lines = TableRows(), []
-    header: list[str] | None = None
-    multiline: list[tuple[int, int, bool]] = []
-    while True:
-        start = reader.line_num + 1
-        try:
-            record = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            raise DatasetError(
-                f"{path}:{start}: not valid CSV ({exc}, reading the row that starts on line {start}, "
-                f"at line {reader.line_num}); close the quote opened on line {start}, and double a quote "
-                'inside a quoted cell ("")'
-            ) from None
-        if not record or (len(record) == 1 and not record[0].strip() and header is not None and len(header) > 1):
-            continue  # blank line
-        if header is None:
-            header = list(record)
-            duplicates = sorted({c for c in header if header.count(c) > 1})
-            if duplicates or "" in header:
-                problem = f"repeats column(s) {', '.join(map(repr, duplicates))}" if duplicates else "has an empty column name"
-                raise DatasetError(f"{path}:{start}: the header {problem}; give every column a unique name")
-            continue
-        if len(record) != len(header):
-            raise DatasetError(
-                f"{path}:{start}: row has {len(record)} cells but the header has {len(header)} columns "
-                f"({', '.join(header)}); quote cells that contain commas, and check for a missing or extra delimiter"
-            )
-        end = reader.line_num
-        if end > start:
-            # a line inside a cell "looks like a row" when it parses to the header's width
-            # and its first cell has the shape of this row's first cell (s1 / s2, 17 / 18)
-            looks_like_row = any(
-                len(cells := next(csv.reader([piece]), [])) == len(header) and _shape(cells[0]) == _shape(record[0]) != ""
-                for cell in record if "\n" in cell or "\r" in cell
-                for piece in cell.splitlines()[1:]
-            )
-            multiline.append((start, end, looks_like_row))
-        rows.append(dict(zip(header, record)))
-        lines.append(start)
-    rows.lines, rows.header = lines, header
-    rows.physical_lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    if multiline:
-        suspicious = [f"line {a}" for a, b, looks in multiline if looks]
-        spans = ", ".join(f"{a}-{b}" for a, b, _ in multiline[:5]) + (" ..." if len(multiline) > 5 else "")
-        warnings.warn(
-            f"{path}: {len(rows)} rows read from {rows.physical_lines - 1} lines after the header: {len(multiline)} "
-            f"row(s) hold line breaks inside quoted cells (lines {spans})"
-            + (f"; the cell opened on {', '.join(suspicious[:3])} contains lines that look like rows of their own: "
-               "check that its quote is closed where the cell ends" if suspicious else ""),
-            DatasetWarning, stacklevel=3,
-        )
-    return rows
-
-
-def _shape(cell: str) -> str:
-    """Character classes of a cell, runs collapsed: ``s12`` -> ``a9``, ``row-7`` -> ``a-9``."""
-    classes = re.sub(r"[A-Za-z]+", "a", re.sub(r"\d+", "9", cell.strip()))
-    return re.sub(r"\s+", " ", classes)
-
-
-class DatasetWarning(UserWarning):
-    """A dataset file loaded, but not one row per line (quoted line breaks); the message
-    gives rows read against lines in the file."""
-
-
-def _read_table_file(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> TableRows:
-    """Rows of a CSV / Parquet / JSON / JSON-lines file as a :class:`TableRows` list.
-
-    Text files are decoded with ``encoding`` (default UTF-8; a byte-order mark is
-    dropped). Raises :class:`DatasetError` naming the file and line for any malformed
-    input (bad bytes, bad JSON, bad CSV quoting or cell counts)."""
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return _read_csv(path, read_text(path, encoding, fix))
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return TableRows(pq.read_table(path).to_pylist())
-        except Exception as exc:  # noqa: BLE001 - re-raised with the file named
-            raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
-    if suffix in (".json", ".jsonl"):
-        data = _read_json_or_jsonl(path, encoding, fix)
-        if isinstance(data, dict):
-            lists = [v for v in data.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
-            if len(lists) > 1:
-                raise DatasetError(f"{path}: the JSON object holds several arrays of rows; keep one (or use JSON lines)")
-            if lists:
-                data = lists[0]
-            elif any(isinstance(v, list) for v in data.values()) and all(isinstance(v, list) and not v for v in data.values() if isinstance(v, list)):
-                data = []  # {"rows": []}: no rows
-            else:
-                data = [data]  # one JSON-lines row saved as .json
-        return data if isinstance(data, TableRows) else TableRows(data) if isinstance(data, list) else data
-    raise DatasetError(f"{path}: unsupported file type {suffix!r}; use .csv, .parquet, .json or .jsonl")
-
-
-def no_rows_message(path: Path, rows: Any) -> str:
-    """The one-line refusal for a file without data rows (names the header when there is one)."""
-    header = getattr(rows, "header", None)
-    what = f"only a header: {', '.join(header)}" if header else "it is empty"
-    return f"{path}: the file has no rows ({what}); add rows or point path: at the right file"
-
-
-def _require(row: Mapping[str, Any], column: str, where: str) -> Any:
-    if column not in row:
-        raise DatasetError(
-            f"{where}: column {column!r} not found; columns are: {', '.join(map(str, row))}"
-        )
-    return row[column]
 
 
 @dataclass

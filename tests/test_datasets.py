@@ -112,7 +112,7 @@ def test_invalid_csv_names_file_and_line(tmp_path):
 
 
 def test_unknown_kind_lists_known_kinds():
-    with pytest.raises(DatasetError, match="known kinds:.*sfres"):
+    with pytest.raises(DatasetError, match=r"unknown dataset kind .nope. \(known: .*sfres"):
         make_dataset({"kind": "nope"})
     assert {"sfres", "qags", "selfaware", "halueval", "squad_v2", "file"} <= set(DATASETS)
 

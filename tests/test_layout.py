@@ -6,10 +6,9 @@ for direction, including imports inside functions and ``TYPE_CHECKING`` blocks (
 import is still a dependency); cycles are looked for among module-level imports, the
 ones that run when a module is imported.
 
-The three whole-tree assertions are ``xfail(strict=False)`` while other branches are
-still moving code (issue 19); ``KNOWN_*`` list the offenders on the day this test was
-written. Once they are gone, drop the ``xfail`` marks (or make them ``strict=True``).
-``test_no_new_offenders`` is strict already: nothing may be added to those lists.
+The whole-tree assertions are strict: issue 19's layout step split the last files over
+500 lines, and ``KNOWN_*`` (the offenders on the day this test was written) are empty.
+``test_no_new_offenders`` keeps refusing additions to those lists.
 """
 
 from __future__ import annotations
@@ -20,16 +19,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("metric_ops", "resources", "assets", "pipelines")  # each may import only those before it
 MAX_LINES = 500
 
 # offenders when this test was written (issue 19's layout step is split across branches)
-KNOWN_LONG = {
-    "resources/datasets.py", "resources/evidence.py", "resources/lake.py",
-}
+KNOWN_LONG: set[str] = set()
 KNOWN_BACKWARD: set[tuple[str, str]] = set()
 
 
@@ -197,7 +192,6 @@ def test_no_new_offenders():
 KNOWN_IN_CYCLES: set[str] = set()
 
 
-@pytest.mark.xfail(strict=False, reason=f"other issue-19 branches still split: {sorted(KNOWN_LONG)}")
 def test_no_file_over_500_lines():
     assert long_files() == set()
 
