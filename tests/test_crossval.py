@@ -53,7 +53,10 @@ def test_lexical_variant_matches_reference(case_sets, name):
 @pytest.mark.parametrize("name", NEURAL)
 def test_neural_variant_matches_reference(case_sets, name):
     _, neural = case_sets
-    row = compare(VARIANTS[name], neural)
+    # every other SF-RES and SelfAware case (CI time; `facetlake crossval` runs them all), every
+    # QAGS article (truncation) and every edge case: still over 1000 real cases
+    thinned = [c for i, c in enumerate(neural) if c.source in ("qags", "edge") or i % 2 == 0]
+    row = compare(VARIANTS[name], thinned)
     assert row["real_cases"] >= 1000
     # P, R and well-conditioned F within 1e-6; an ill-conditioned BERTScore F (P, R of
     # opposite signs) within 1e-6 x its recorded f1_condition (see benchmarks.crossval.crossval.compare)
