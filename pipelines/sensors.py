@@ -87,12 +87,12 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
                 tags={"facetlake/source": str(file), "facetlake/evaluation": evaluation["name"], "facetlake/model_version": str(version)},
             )
         )
+    hint = _did_you_mean(lake, sorted(set(waiting))) if waiting else ""
     if waiting:
-        context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered"
-                         + _did_you_mean(lake, sorted(set(waiting))))
+        context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered{hint}")
     if not run_requests:
         return dg.SensorResult(
-            skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))}{_did_you_mean(lake, sorted(set(waiting)))})" if waiting else "")
+            skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))}{hint})" if waiting else "")
             + (f" (unreadable, see the log: {', '.join(bad)})" if bad else ""),
             cursor=json.dumps(seen, sort_keys=True),
         )

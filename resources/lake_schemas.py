@@ -11,6 +11,22 @@ import pyarrow as pa
 
 _TS = pa.timestamp("us", tz="UTC")
 
+# the samples table and samples_raw (raw text kept apart, issue 16) share one schema
+_SAMPLES = pa.schema(
+    [
+        ("fingerprint", pa.string()),
+        ("dataset", pa.string()),
+        ("dataset_hash", pa.string()),
+        ("position", pa.int64()),
+        ("sample_id", pa.string()),
+        ("input", pa.string()),
+        ("references", pa.list_(pa.string())),
+        ("context", pa.list_(pa.string())),
+        ("metadata", pa.string()),
+        ("ratings", pa.string()),
+    ]
+)
+
 SCHEMAS: dict[str, pa.Schema] = {
     # the catalog (resources/catalog.py): identity of evaluations, models and pairs
     "evaluations": pa.schema(
@@ -63,36 +79,10 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("added_at", _TS),
         ]
     ),
-    "samples": pa.schema(
-        [
-            ("fingerprint", pa.string()),
-            ("dataset", pa.string()),
-            ("dataset_hash", pa.string()),
-            ("position", pa.int64()),
-            ("sample_id", pa.string()),
-            ("input", pa.string()),
-            ("references", pa.list_(pa.string())),
-            ("context", pa.list_(pa.string())),
-            ("metadata", pa.string()),
-            ("ratings", pa.string()),
-        ]
-    ),
+    "samples": _SAMPLES,
     # raw sample text, kept only where an evaluation's privacy block sets store_raw (issue 16);
     # `facetlake sql` exposes it only with --include-raw. Same columns as samples.
-    "samples_raw": pa.schema(
-        [
-            ("fingerprint", pa.string()),
-            ("dataset", pa.string()),
-            ("dataset_hash", pa.string()),
-            ("position", pa.int64()),
-            ("sample_id", pa.string()),
-            ("input", pa.string()),
-            ("references", pa.list_(pa.string())),
-            ("context", pa.list_(pa.string())),
-            ("metadata", pa.string()),
-            ("ratings", pa.string()),
-        ]
-    ),
+    "samples_raw": _SAMPLES,
     "generations": pa.schema(
         [
             ("model", pa.string()),

@@ -15,14 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "sentence_transformers", "great_expectations", "dagster")
-PROBE = (
-    "import sys\n"
-    "from pipelines.cli import main\n"
-    "sys.argv = ['facetlake', *sys.argv[1:]]\n"
-    "try:\n    main()\nexcept SystemExit:\n    pass\n"
-    f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
-)
+from benchmarks.bench_startup import HEAVY, PROBE  # noqa: E402 - the same probe the benchmark times
 
 
 def _heavy_modules(*args: str) -> tuple[str, subprocess.CompletedProcess]:
