@@ -33,6 +33,23 @@ CATALOG_SPECS = [
     for table, text in CATALOG_TABLES.items()
 ]
 
+# tables the generations step writes beside its own, reported for the same pair partition
+PAIR_SIDE_DESCRIPTIONS = {
+    "token_logprobs": "Per generated token: text, log-probability, character span, top alternatives (written by generations).",
+    "lm_eval_responses": "lm-eval's raw and filtered responses, filter, log-likelihoods per doc (written by generations for lm-eval models).",
+}
+PAIR_SIDE_TABLES = tuple(PAIR_SIDE_DESCRIPTIONS)
+PAIR_SIDE_SPECS = [
+    dg.AssetSpec(table, description=text, deps=["generations"], partitions_def=pair_partitions, group_name="evaluation",
+                 kinds={"delta"}, metadata={"delta_table": table})
+    for table, text in PAIR_SIDE_DESCRIPTIONS.items()
+]
+
+SPECS = [
+    dg.AssetSpec(table, description=text, group_name="catalog", kinds={"delta"}, metadata={"delta_table": table})
+    for table, text in CATALOG_TABLES.items()
+]
+
 TOKEN_LOGPROBS_SPEC = dg.AssetSpec(
     "token_logprobs",
     description="Per generated token: text, log-probability, character span, top alternatives (written by generations).",
@@ -56,7 +73,7 @@ LM_EVAL_RESPONSES_SPEC = dg.AssetSpec(
 # tables the generations step writes beside its own, reported for the same pair partition
 PAIR_SIDE_TABLES = ("token_logprobs", "lm_eval_responses")
 
-SPECS = [*CATALOG_SPECS, TOKEN_LOGPROBS_SPEC, LM_EVAL_RESPONSES_SPEC]
+SPECS = [*CATALOG_SPECS, *PAIR_SIDE_SPECS]
 
 # Delta tables that are not assets, and why (docs/recurring.md repeats this)
 INTERNAL_TABLES = {

@@ -48,19 +48,22 @@ def _short_helps(typer_app: typer.Typer) -> None:
         _short_helps(group.typer_instance)
 
 
-def _user_error(exc: BaseException) -> BaseException:
-    """The user's own error inside Dagster's step-failure wrappers (first non-Dagster cause)."""
+def _chain(exc: BaseException):
+    """``exc`` and the exceptions behind it: Dagster's ``user_exception`` first, then
+    ``__cause__`` / ``__context__``, each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        user = getattr(current, "user_exception", None)
-        if user is not None:
-            current = user
-            continue
-        if not type(current).__module__.startswith("dagster"):
+        yield current
+        current = getattr(current, "user_exception", None) or current.__cause__ or current.__context__
+
+
+def _user_error(exc: BaseException) -> BaseException:
+    """The user's own error inside Dagster's step-failure wrappers (first non-Dagster cause)."""
+    for current in _chain(exc):
+        if getattr(current, "user_exception", None) is None and not type(current).__module__.startswith("dagster"):
             return current
-        current = current.__cause__ or current.__context__
     return exc
 
 
@@ -70,13 +73,7 @@ _short_helps(app)
 def _was_interrupted(exc: BaseException) -> bool:
     """Ctrl-C inside a Dagster run arrives as DagsterExecutionInterruptedError (or a run
     failure caused by it)."""
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 20:
-        if isinstance(current, KeyboardInterrupt) or type(current).__name__ == "DagsterExecutionInterruptedError":
-            return True
-        current, seen = current.__cause__ or current.__context__, seen + 1
-    return False
+    return any(isinstance(e, KeyboardInterrupt) or type(e).__name__ == "DagsterExecutionInterruptedError" for e in _chain(exc))
 
 
 def _interrupted() -> None:
