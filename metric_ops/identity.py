@@ -12,7 +12,9 @@ same identity as structured JSON in its ``params`` column::
   (human ratings, lm-eval scores);
 - ``params``: ``{key: text}``, each value exactly as the signature writes it
   (:meth:`~metric_ops.base.Metric.param_fields`: ``yes``/``no`` for bools, lists
-  comma-joined; a judged metric's dict or list as JSON, a long one as ``#`` + a hash).
+  comma-joined; a judged metric's dict or list as JSON, a long one as ``#`` + a hash),
+  plus ``use_annotation`` for a metric scoring an annotator's extracted value (its
+  signature ends in ``|annotation:NAME``, resources/metric_inputs.py).
 
 :func:`metric_identity` builds it from a metric instance; :func:`parse_signature` reads
 it back from a stored signature (rows written before the column existed) and is the only
@@ -30,8 +32,13 @@ from metric_ops.errors import FacetlakeError
 if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.base import Metric
 
-__all__ = ["SignatureParseError", "identity_json", "metric_identity", "metric_params_json", "parse_signature",
+__all__ = ["ANNOTATION_KEY", "SignatureParseError", "identity_json", "metric_identity", "metric_params_json", "parse_signature",
            "signature_params_json"]
+
+
+#: the identity's parameter naming the annotation a metric scores (the ``metric_params``
+#: key a spec sets); in the signature it is the last field, ``annotation:NAME``
+ANNOTATION_KEY = "use_annotation"
 
 
 class SignatureParseError(FacetlakeError, ValueError):
@@ -41,7 +48,11 @@ class SignatureParseError(FacetlakeError, ValueError):
 def metric_identity(metric: "Metric") -> dict[str, Any]:
     """``{"metric": name, "version": version, "params": {key: text}}`` of a metric instance
     (see the module docstring). JSON-serialisable; raises nothing."""
-    return {"metric": metric.name, "version": str(metric.version), "params": dict(metric.param_fields())}
+    params = dict(metric.param_fields())
+    annotation = getattr(metric, "use_annotation", None)
+    if annotation:
+        params[ANNOTATION_KEY] = str(annotation)
+    return {"metric": metric.name, "version": str(metric.version), "params": params}
 
 
 def identity_json(identity: Mapping[str, Any]) -> str:
@@ -76,7 +87,8 @@ def parse_signature(signature: str) -> dict[str, Any]:
     sacrebleu's own ``sacrebleu_sig:nrefs:var|case:mixed|...``), after its leading fields
     (``Metric.signature_lead``, e.g. a judged metric's ``judge:`` and ``decoding:``).
     For any other name every remaining field is a parameter (``human:x|source:dataset``
-    gives ``{"source": "dataset"}``). A parameter whose text holds ``|`` cannot be told
+    gives ``{"source": "dataset"}``). A last field ``annotation:NAME`` is the
+    ``use_annotation`` parameter. A parameter whose text holds ``|`` cannot be told
     apart from the next field; no registered metric writes one.
 
     Raises :class:`SignatureParseError` for an empty or non-text signature."""
@@ -84,6 +96,7 @@ def parse_signature(signature: str) -> dict[str, Any]:
         raise SignatureParseError(f"cannot parse metric signature {signature!r}: expected 'name|v:VERSION|key:value|...' "
                                   "(the row is malformed; rescore it with `facetlake score --force`)")
     name, *fields = signature.split("|")
+    annotation = fields.pop()[len("annotation:"):] if fields and fields[-1].startswith("annotation:") else None
     version = None
     if fields and fields[0].startswith("v:"):
         version = fields.pop(0)[2:]
@@ -100,6 +113,8 @@ def parse_signature(signature: str) -> dict[str, Any]:
         if key in stop:
             break
         params[key] = value
+    if annotation:
+        params[ANNOTATION_KEY] = annotation
     return {"metric": name, "version": version, "params": params}
 
 

@@ -216,3 +216,14 @@ def test_appending_and_replacing_on_an_old_table_adds_the_column(old_lake):
 def test_identity_json_is_compact_and_sorted():
     assert identity_json({"params": {"b": "1", "a": "2"}, "metric": "x", "version": "1"}) == \
         '{"metric":"x","params":{"a":"2","b":"1"},"version":"1"}'
+
+
+@pytest.mark.parametrize("name", ["exact_match", "bleu", "meteor"])
+def test_a_metric_scoring_an_annotation_keeps_it_in_its_identity(name):
+    from resources.metric_inputs import build_metric
+
+    metric, annotation = build_metric(name, {"use_annotation": "answer"})
+    assert annotation == "answer" and metric.signature().endswith("|annotation:answer")
+    identity = metric_identity(metric)
+    assert identity["params"]["use_annotation"] == "answer"
+    assert parse_signature(metric.signature()) == identity
