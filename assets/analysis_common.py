@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 import polars as pl
 
 from resources.lake import LakeStore
+from resources.score_params import fill_params
 
 # the Delta tables an analysis row may depend on
 READ_TABLES = ("evaluations", "samples", "generations", "scores", "runs")
@@ -55,7 +56,7 @@ def read_scores(lake: LakeStore, where: Mapping[str, Any], version: int | None =
     rows = pl.from_arrow(dataset.to_table(filter=per_sample if expr is None else expr & per_sample, columns=columns))
     corpus = pl.from_arrow(dataset.to_table(filter=~per_sample if expr is None else expr & ~per_sample))
     rows = rows.with_columns(pl.lit(None, pl.String).alias("detail")).select(corpus.columns)
-    return pl.concat([rows, corpus], how="vertical")
+    return fill_params(pl.concat([rows, corpus], how="vertical"))  # params of older rows from their signature
 
 
 def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: pl.DataFrame) -> dict[str, Any]:

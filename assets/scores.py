@@ -18,6 +18,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from assets.common import load_samples, markdown_table, partition_parts, record_run
+from metric_ops.identity import parse_signature
 from metric_ops.registry import REGISTRY
 from metric_ops.runner import frame_of_rows, human_rating_rows, score_frame
 from assets.partitions import pair_partitions
@@ -44,6 +45,7 @@ SCORES_COLUMNS = [
     ("status", "scored / unscored / error"),
     ("detail", "JSON: reasoning, per-claim verdicts, error message"),
     ("signature", "metric name, version, parameters, library versions"),
+    ("params", 'JSON {"metric": registry name, "version", "params": {key: text}}: the signature\'s identity, structured'),
 ]
 
 
@@ -233,7 +235,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     version = lake.replace("scores", rows, where) if where else lake.version("scores")
     if report["reused"]:
         context.log.info(f"reused {len(report['reused'])} metric(s) computed from identical inputs: "
-                         + ", ".join(sig.split("|", 1)[0] for sig in report["reused"]))
+                         + ", ".join(parse_signature(sig)["metric"] for sig in report["reused"]))
     stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status"])
     record_run(
         lake, context, asset="scores", table="scores", version=version, rows=rows.height, started_at=started,
@@ -247,6 +249,6 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
         metadata={"fingerprint": fingerprint, "model": model, "delta_version": version,
                   "generations_version_read": generations_version,
                   "rows_written": rows.height, "metrics_computed": len(report["computed"]), "metrics_reused": len(report["reused"]),
-                  "reused": ", ".join(sig.split("|", 1)[0] for sig in report["reused"]) or "none",
+                  "reused": ", ".join(parse_signature(sig)["metric"] for sig in report["reused"]) or "none",
                   **score_metadata(stored, rows)}
     )

@@ -169,6 +169,12 @@ class Metric:
     abstract: ClassVar[bool] = False
     binary: ClassVar[bool] = False
     binary_scores: ClassVar[tuple[str, ...]] = ()
+    #: keys of signature fields that are neither parameters nor library versions:
+    #: ``signature_lead`` written between the version and the parameters (a judged
+    #: metric's ``judge:``), ``signature_extras`` after the library versions (sacrebleu's
+    #: own ``sacrebleu_sig:``). :func:`metric_ops.identity.parse_signature` reads them.
+    signature_lead: ClassVar[tuple[str, ...]] = ()
+    signature_extras: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -237,11 +243,16 @@ class Metric:
         (:func:`check_range`). The runner applies this to every result, in one place."""
         return {k: check_range(v, self.range_of(k), k) if isinstance(v, Score) else v for k, v in scores.items()}
 
+    def param_fields(self) -> dict[str, str]:
+        """The parameters as the signature writes them: ``{key: text}`` sorted by key, each
+        value through :func:`format_param` (bools ``yes``/``no``, lists comma-joined, the
+        rest ``str``). :func:`metric_ops.identity.metric_identity` stores this dict."""
+        return {key: format_param(self.params[key]) for key in sorted(self.params)}
+
     def signature(self) -> str:
         """sacrebleu-style signature: name, version, parameters, library versions."""
         parts = [f"{self.name}", f"v:{self.version}"]
-        for key in sorted(self.params):
-            parts.append(f"{key}:{_format_param(self.params[key])}")
+        parts.extend(f"{key}:{text}" for key, text in self.param_fields().items())
         for lib in self.libraries:
             parts.append(f"{lib}:{library_version(lib)}")
         return "|".join(parts)
@@ -311,11 +322,13 @@ def check_range(score: Score, value_range: tuple[float, float], score_name: str 
     )
 
 
-def _format_param(value: Any) -> str:
+def format_param(value: Any) -> str:
+    """A parameter value as the signature writes it: a bool as ``yes``/``no``, a list or
+    tuple as its items so formatted and joined by ``,``, anything else as ``str(value)``."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (list, tuple)):
-        return ",".join(_format_param(v) for v in value)
+        return ",".join(format_param(v) for v in value)
     return str(value)
 
 

@@ -197,6 +197,7 @@ class BERTScore(Metric):
     version = "2"  # 2: bert-score's multi-reference padding reproduced (pad_references)
     value_range = (-1.0, 1.0)
     libraries = ("transformers", "torch")
+    signature_extras = ("max_len", "rescaled", "dtype")
 
     def __init__(
         self,
@@ -377,6 +378,7 @@ class SemanticSimilarity(Metric):
     version = "1"
     value_range = (-1.0, 1.0)
     libraries = ("transformers", "torch")
+    signature_extras = ("dtype",)
 
     def __init__(
         self,

@@ -112,6 +112,7 @@ class CorpusBLEU(Metric):
     version = "1"
     value_range = (0.0, 100.0)
     libraries = ("sacrebleu",)
+    signature_extras = ("sacrebleu_sig",)
     corpus_level = True
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:

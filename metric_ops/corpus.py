@@ -259,7 +259,9 @@ def corpus_score_rows(
     """
     from metric_ops.runner import detail_json
 
-    signature = metric.signature()
+    from metric_ops.identity import metric_params_json
+
+    signature, params = metric.signature(), metric_params_json(metric)
     rows: list[dict[str, Any]] = []
     for score_name, direction in metric.emitted().items():
         spec = dict(metric.corpus_spec(score_name))  # type: ignore[attr-defined]
@@ -268,7 +270,7 @@ def corpus_score_rows(
         values: list[list[float]] = []
         counts = {"scored": 0, "unscored": 0, "error": 0}
         base = {"metric": score_name, "direction": direction.value, "dimension": metric.dimension,
-                "locality": metric.locality, "signature": signature}
+                "locality": metric.locality, "signature": signature, "params": params}
         for sample, scores in zip(samples, results):
             score = scores.get(score_name) or Score.error(f"{metric.name} produced no {score_name} score")
             if score.status == "scored":
@@ -309,6 +311,7 @@ class _CorpusChrFBase(Metric):
     version = "1"
     value_range = (0.0, 100.0)
     libraries = ("sacrebleu",)
+    signature_extras = ("sacrebleu_sig",)
     corpus_level = True
     word_order = 0
 

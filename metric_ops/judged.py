@@ -301,10 +301,9 @@ class Jury(JudgedMetric):
         )
         self.locality = "external" if any(j.locality == "external" for j in self.jurors) else "local"  # type: ignore[misc]
 
-    def signature(self) -> str:
-        base = super().signature().split("|")
-        base[2] = "judges:" + ",".join(j.identity for j in self.jurors)
-        return "|".join(base)
+    def judge_field(self) -> str:
+        """``judges:<identity>,<identity>,...``: every juror, in order."""
+        return "judges:" + ",".join(j.identity for j in self.jurors)
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
         check_lengths(samples, outputs)

@@ -55,6 +55,7 @@ class JudgedMetric(Metric):
 
     abstract = True
     locality = "external"  # until a judge says otherwise (instances take their judge's)
+    signature_lead = ("judge", "judges", "prompts", "decoding", "attempts")
     dimension = "factual"
     value_range = (0.0, 1.0)
     prompts: ClassVar[tuple[str, ...]] = ()
@@ -74,15 +75,27 @@ class JudgedMetric(Metric):
         self.templates = {name: load_prompt(name) for name in self.prompts}
         super().__init__(**params)
 
-    def signature(self) -> str:
-        parts = [self.name, f"v:{self.version}", f"judge:{self.judge.identity}"]
-        parts.append("prompts:" + ",".join(t.tag for t in self.templates.values()))
-        parts.append("decoding:" + ",".join(f"{k}={v}" for k, v in sorted(self.decoding.items())))
-        parts.append(f"attempts:{self.max_attempts}")
+    def param_fields(self) -> dict[str, str]:
+        """The parameters as the signature writes them: a dict or list as sorted-key JSON,
+        anything else as ``str``; a text longer than 40 characters as ``#`` plus a short
+        hash of the value."""
+        out = {}
         for key in sorted(self.params):
             value = self.params[key]
             text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list, tuple)) else str(value)
-            parts.append(f"{key}:{text if len(text) <= 40 else '#' + _short_hash(value)}")
+            out[key] = text if len(text) <= 40 else "#" + _short_hash(value)
+        return out
+
+    def judge_field(self) -> str:
+        """The signature field naming the judge (``judge:<identity>``)."""
+        return f"judge:{self.judge.identity}"
+
+    def signature(self) -> str:
+        parts = [self.name, f"v:{self.version}", self.judge_field()]
+        parts.append("prompts:" + ",".join(t.tag for t in self.templates.values()))
+        parts.append("decoding:" + ",".join(f"{k}={v}" for k, v in sorted(self.decoding.items())))
+        parts.append(f"attempts:{self.max_attempts}")
+        parts.extend(f"{key}:{text}" for key, text in self.param_fields().items())
         for lib in self.libraries:
             from metric_ops.base import library_version
 

@@ -165,6 +165,7 @@ class SacrebleuSentenceMetric(Metric):
 
     abstract = True
     libraries = ("sacrebleu",)
+    signature_extras = ("sacrebleu_sig",)
     value_range = (0.0, 100.0)
     _sacre: Any
 

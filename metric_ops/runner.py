@@ -154,7 +154,9 @@ def score_rows(
     """Rows for the scores table: one per sample x emitted score name.
 
     Each row has ``sample_id, metric, value, direction, dimension, locality, status,
-    detail (JSON string), signature``; the caller adds model, fingerprint and dataset.
+    detail (JSON string), signature, params`` (the metric's identity as JSON,
+    :func:`metric_ops.identity.metric_params_json`); the caller adds model, fingerprint
+    and dataset.
     A corpus-level metric gives one corpus row per score name (``sample_id`` None) and
     rows only for its unscored/errored segments (:func:`metric_ops.corpus.corpus_score_rows`).
     """
@@ -163,8 +165,10 @@ def score_rows(
         from metric_ops.corpus import corpus_score_rows
 
         return corpus_score_rows(metric, samples, results)
+    from metric_ops.identity import metric_params_json
+
     directions = metric.emitted()
-    signature = metric.signature()
+    signature, params = metric.signature(), metric_params_json(metric)
     rows = []
     for sample, scores in zip(samples, results):
         for score_name, direction in directions.items():
@@ -180,6 +184,7 @@ def score_rows(
                     "status": score.status,
                     "detail": detail_json(score.detail),
                     "signature": signature,
+                    "params": params,
                 }
             )
     return rows
@@ -188,6 +193,7 @@ def score_rows(
 SCORE_FRAME_SCHEMA = {
     "sample_id": "String", "metric": "String", "value": "Float64", "direction": "String", "dimension": "String",
     "locality": "String", "status": "String", "detail": "String", "signature": "String",
+    "params": "String",
 }
 
 
@@ -209,8 +215,10 @@ def score_frame(
 
     if getattr(metric, "corpus_level", False):
         return frame_of_rows(score_rows(metric, samples, outputs, **kwargs))
+    from metric_ops.identity import metric_params_json
+
     results = score_metric(metric, samples, outputs, **kwargs)
-    signature = metric.signature()
+    signature, params = metric.signature(), metric_params_json(metric)
     sample_ids = [s.sample_id for s in samples]
     parts = []
     for score_name, direction in metric.emitted().items():
@@ -224,7 +232,7 @@ def score_frame(
             "_order": range(len(scores)),
         }, schema_overrides={"value": pl.Float64, "sample_id": pl.String, "_order": pl.Int64}).with_columns(
             metric=pl.lit(score_name), direction=pl.lit(direction.value), dimension=pl.lit(metric.dimension),
-            locality=pl.lit(metric.locality), signature=pl.lit(signature), _name=pl.lit(len(parts)),
+            locality=pl.lit(metric.locality), signature=pl.lit(signature), params=pl.lit(params), _name=pl.lit(len(parts)),
         ))
     if not parts:
         return frame_of_rows([])
@@ -234,17 +242,30 @@ def score_frame(
 
 def frame_of_rows(rows: Sequence[dict[str, Any]]) -> "pl.DataFrame":
     """Score rows (``score_rows`` / ``human_rating_rows`` shape) as a polars frame with the
-    columns and types of :data:`SCORE_FRAME_SCHEMA` (an empty frame for no rows)."""
+    columns and types of :data:`SCORE_FRAME_SCHEMA` (an empty frame for no rows). A row
+    without ``params`` gets it from its signature (:func:`metric_ops.identity.signature_params_json`)."""
     import polars as pl
+
+    from metric_ops.identity import signature_params_json
 
     schema = {k: getattr(pl, v) for k, v in SCORE_FRAME_SCHEMA.items()}
     if not rows:
         return pl.DataFrame(schema=schema)
-    return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
+    parsed: dict[str, str] = {}
+    out = []
+    for r in rows:
+        row = {k: r.get(k) for k in schema}
+        if row["params"] is None and row["signature"]:
+            sig = row["signature"]
+            row["params"] = parsed[sig] if sig in parsed else parsed.setdefault(sig, signature_params_json(sig))
+        out.append(row)
+    return pl.DataFrame(out, schema=schema)
 
 
 def human_rating_rows(samples: Iterable[Sample]) -> list[dict[str, Any]]:
     """Human ratings as score rows named ``human:<rating>`` (direction maximize)."""
+    from metric_ops.identity import identity_json
+
     rows = []
     for sample in samples:
         for name, value in sorted(sample.ratings.items()):
@@ -260,6 +281,7 @@ def human_rating_rows(samples: Iterable[Sample]) -> list[dict[str, Any]]:
                     "status": "scored" if ok else "unscored",
                     "detail": detail_json({"source": "dataset human rating"} if ok else {"reason": "rating missing"}),
                     "signature": f"human:{name}|source:dataset",
+                    "params": identity_json({"metric": f"human:{name}", "version": None, "params": {"source": "dataset"}}),
                 }
             )
     return rows

@@ -359,15 +359,16 @@ def committed_scores(lake: LakeStore) -> pl.DataFrame | None:
 def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     """What a :func:`rescore` call stored, per model x fingerprint x metric it scored:
     rows ``scored``, ``error`` and ``unscored``, and the first error message
-    (``first_error``, "" when none). Rows are found by the metric name that starts their
-    signature. Empty frame when nothing was scored."""
+    (``first_error``, "" when none). Rows are found by the registry name in their
+    ``params`` column (metric_ops/identity.py; filled from the signature for older rows).
+    Empty frame when nothing was scored."""
     wanted = [(d["model"], d["fingerprint"], name) for d in done for name in d["scored"]]
     columns = {"model": pl.String, "fingerprint": pl.String, "metric": pl.String, "scored": pl.Int64,
                "error": pl.Int64, "unscored": pl.Int64, "first_error": pl.String}
     if not wanted or not lake.exists("scores"):
         return pl.DataFrame(schema=columns)
-    frame = lake.read("scores", columns=["model", "fingerprint", "sample_id", "status", "detail", "signature"]).with_columns(
-        pl.col("signature").str.split("|").list.first().alias("name")
+    frame = lake.read("scores", columns=["model", "fingerprint", "sample_id", "status", "detail", "params"]).with_columns(
+        pl.col("params").str.json_path_match("$.metric").alias("name")
     )
     rows = []
     for model, fp, name in wanted:

@@ -168,8 +168,9 @@ def export_evidence(
     files.append(out / "models.json")
     params = spec.get("metric_params") or {}
     metrics = []
-    for row in scores.select("metric", "signature", "direction", "dimension", "locality").unique().sort("metric", "signature").iter_rows(named=True):
-        base = row["signature"].split("|", 1)[0]
+    for row in (scores.select("metric", "signature", "direction", "dimension", "locality", "params").unique()
+                .sort("metric", "signature").iter_rows(named=True)):
+        base = json.loads(row.pop("params"))["metric"]  # the registry name (metric_ops/identity.py)
         metrics.append({**row, "parameters": params.get(base) or params.get(row["metric"]) or {}})
     _write_json(out / "metrics.json", metrics)
     files.append(out / "metrics.json")

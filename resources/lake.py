@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import polars as pl
 import pyarrow as pa
 
-from resources.lake_schemas import PARTITION_COLUMNS, SCHEMAS  # noqa: F401 - re-exported
+from resources.lake_schemas import ADDED_COLUMNS, PARTITION_COLUMNS, SCHEMAS  # noqa: F401 - re-exported
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
@@ -61,21 +61,26 @@ def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
 
 def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows cast to the table's schema contract; raises :class:`LakeError` on a column
-    mismatch or a value whose type does not fit its column (resources/lake_types.py)."""
+    mismatch or a value whose type does not fit its column (resources/lake_types.py).
+    Score rows without ``params`` get it from their signature (resources/score_params.py)."""
     from resources.lake_types import check_rows, check_table
+    from resources.score_params import fill_params_arrow, fill_params_rows
+
     schema = SCHEMAS[table_name]
     if isinstance(rows, pl.DataFrame):
         data = rows.to_arrow()
     elif isinstance(rows, pa.Table):
         data = rows
     else:
-        rows = list(rows)
+        rows = fill_params_rows(list(rows)) if table_name == "scores" else list(rows)
         missing = [f.name for f in schema if rows and f.name not in rows[0]]
         extra = [k for k in (rows[0] if rows else {}) if k not in schema.names]
         if missing or extra:
             raise LakeError(f"rows for {table_name!r} do not match its schema: missing {missing}, unexpected {extra}")
         check_rows(table_name, schema, rows)
         return pa.Table.from_pylist(rows, schema=schema)
+    if table_name == "scores":
+        data = fill_params_arrow(data)
     if set(data.column_names) != set(schema.names):
         raise LakeError(
             f"columns for {table_name!r} do not match its schema: got {sorted(data.column_names)}, "
@@ -172,7 +177,8 @@ class LakeTables:
             bad = set(pc.unique(data.column(column)).to_pylist()) - allowed  # distinct values, not one per row
             if bad:
                 raise LakeError(f"rows for {table!r} fall outside the partition being written: {column} in {sorted(bad)[:5]}")
-        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())  # never a racing first append
+        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options(),  # never a racing first append
+                     added=ADDED_COLUMNS.get(table, ()))
         overwrite(self.uri(table), table, data, predicate, self._options())  # conflicts retried (resources/lake_commit.py)
         return self.delta(table).version()
 
@@ -182,7 +188,8 @@ class LakeTables:
         from resources.lake_commit import ensure_table, keyed_append, partition_filter
 
         data = to_arrow(table, rows)
-        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options())
+        ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options(),
+                     added=ADDED_COLUMNS.get(table, ()))
         keyed_append(self.uri(table), table, data, self._options(), fresh_keys=fresh_keys,
                      partition_filter=partition_filter(data, PARTITION_COLUMNS.get(table)))
         return self.delta(table).version()
@@ -214,7 +221,9 @@ class LakeTables:
     ) -> pl.DataFrame:
         """Rows of ``table`` matching ``where`` (equality / membership), as polars.
 
-        A missing table reads as an empty frame with the table's schema.
+        A missing table reads as an empty frame with the table's schema. ``scores`` reads
+        with ``params`` filled from the signature where a row (or an older table) has
+        none (resources/score_params.py).
         """
         import pyarrow.dataset as ds
 
@@ -228,5 +237,18 @@ class LakeTables:
             values = [value] if isinstance(value, str) else list(value)
             term = ds.field(column).isin(values)
             expr = term if expr is None else expr & term
-        result = dataset.to_table(filter=expr, columns=list(columns) if columns else None)
-        return pl.from_arrow(result)
+        wanted = list(columns) if columns else None
+        fill = table == "scores" and (wanted is None or "params" in wanted)
+        stored = set(dataset.schema.names)
+        if fill and wanted is not None:  # params needs the signature; an older table has no params column
+            read = [c for c in dict.fromkeys([*wanted, "signature"]) if c in stored]
+            result = dataset.to_table(filter=expr, columns=read)
+        else:
+            result = dataset.to_table(filter=expr, columns=wanted)
+        frame = pl.from_arrow(result)
+        if fill:
+            from resources.score_params import fill_params
+
+            frame = fill_params(frame)  # type: ignore[arg-type]
+            frame = frame.select(wanted) if wanted is not None else frame.select([c for c in SCHEMAS[table].names if c in frame.columns])
+        return frame  # type: ignore[return-value]

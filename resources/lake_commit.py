@@ -113,11 +113,19 @@ def with_retries(fn: Callable[[], T], *, table: str, what: str) -> T:
         ) from None
 
 
-def ensure_table(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None, storage_options: dict[str, str] | None) -> None:
-    """Create the empty table at ``uri`` unless it exists (a concurrent creator may win)."""
+def ensure_table(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None, storage_options: dict[str, str] | None,
+                 added: Sequence[str] = ()) -> None:
+    """Create the empty table at ``uri`` unless it exists (a concurrent creator may win).
+
+    ``added``: columns of ``schema`` added to the contract after tables were written
+    without them (``resources.lake_schemas.ADDED_COLUMNS``); a stored table lacking one
+    gets it as a nullable column (one schema-only Delta commit, no row rewritten), so the
+    write that follows matches the contract. Older rows hold null there."""
     from deltalake import DeltaTable
 
     if DeltaTable.is_deltatable(uri, storage_options=storage_options):
+        if added:
+            add_missing_columns(uri, schema, added, storage_options)
         return
     try:
         DeltaTable.create(uri, schema=schema, partition_by=list(partition_by) if partition_by else None, mode="ignore",
@@ -125,6 +133,34 @@ def ensure_table(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None
     except Exception:
         if not DeltaTable.is_deltatable(uri, storage_options=storage_options):
             raise
+
+
+def add_missing_columns(uri: str, schema: pa.Schema, added: Sequence[str], storage_options: dict[str, str] | None) -> list[str]:
+    """Add to the stored table at ``uri`` each column of ``added`` it lacks (typed as in
+    ``schema``, nullable), retrying commit conflicts; a concurrent writer adding it first is
+    fine. Returns the columns this call added."""
+    from deltalake import DeltaTable, Field
+
+    def missing() -> list[str]:
+        names = set(DeltaTable(uri, storage_options=storage_options).schema().to_arrow().names)
+        return [c for c in added if c not in names]
+
+    todo = missing()
+    if not todo:
+        return []
+
+    def alter() -> None:
+        still = missing()
+        if still:
+            fields = [Field.from_arrow(pa.field(c, schema.field(c).type, nullable=True)) for c in still]
+            try:
+                DeltaTable(uri, storage_options=storage_options).alter.add_columns(fields)
+            except Exception:
+                if missing():  # not a concurrent writer adding it first
+                    raise
+
+    with_retries(alter, table=uri.rstrip("/").rsplit("/", 1)[-1], what="add columns")
+    return todo
 
 
 def dedupe(data: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -197,5 +233,5 @@ def table_keys(table: str) -> tuple[str, ...] | None:
     return KEYS.get(table)
 
 
-__all__ = ["KEYS", "LakeConflictError", "LakeError", "dedupe", "ensure_table", "keyed_append", "merge_predicate", "overwrite",
+__all__ = ["KEYS", "LakeConflictError", "LakeError", "add_missing_columns", "dedupe", "ensure_table", "keyed_append", "merge_predicate", "overwrite",
            "retry_bounds", "table_keys", "with_retries"]

@@ -115,6 +115,9 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("status", pa.string()),
             ("detail", pa.string()),
             ("signature", pa.string()),
+            # JSON {"metric": registry name, "version", "params": {key: text}} (metric_ops/identity.py);
+            # added after the first lakes: ADDED_COLUMNS below, resources/score_params.py
+            ("params", pa.string()),
             ("run_id", pa.string()),
             ("created_at", _TS),
         ]
@@ -458,4 +461,12 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
     "correlations": ["fingerprint"],
     "episodes": ["fingerprint", "model"],
     "episode_summary": ["fingerprint"],
+}
+
+# columns added to a table's contract after lakes were written without them: a nullable
+# column, added to a stored table on its next write (resources/lake_commit.py
+# ``ensure_table``), never a rewrite of its rows; readers fill it for older rows
+# (resources/score_params.py for scores.params)
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "scores": ("params",),
 }

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from metric_ops.base import Sample
+from metric_ops.identity import identity_json
 from resources.backends import GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
 from resources.lm_eval_common import (  # noqa: F401  (re-exported: the public API of resources.lm_eval_bridge)
@@ -80,6 +81,7 @@ from resources.lm_eval_common import (  # noqa: F401  (re-exported: the public A
     config_hash,
     metric_name,
     require_lm_eval,
+    score_identity,
     score_signature,
     sha256,
 )
@@ -345,11 +347,11 @@ def score_rows_from_responses(frame: Any) -> Iterator[dict[str, Any]]:
         aggregations = json.loads(row["aggregations"] or "{}")
         filt = row["filter"]
         for m in metrics_by_filter[(row["task"], filt)]:
-            signature = score_signature(m, filt, row["task"], row["task_version"], row["lm_eval_version"],
-                                        row["config_sha256"], aggregations.get(m, "mean"), row["n_shot"])
+            key = (m, filt, row["task"], row["task_version"], row["lm_eval_version"], row["config_sha256"],
+                   aggregations.get(m, "mean"), row["n_shot"])
             out = {"sample_id": row["sample_id"], "metric": metric_name(m, filt), "direction": directions[m],
                    "dimension": "epistemic" if m in _EPISTEMIC else "baseline_grounding", "locality": "local",
-                   "signature": signature}
+                   "signature": score_signature(*key), "params": identity_json(score_identity(*key))}
             if m not in values:
                 out.update(value=None, status="unscored",
                            detail=detail_json({"reason": f"lm-eval logged no {m} value for this doc under filter {filt}"}))

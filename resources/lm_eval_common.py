@@ -81,9 +81,21 @@ def score_signature(metric: str, filter_name: str, task: str, task_version: str,
                     config_sha256: str, aggregation: str, n_shot: int) -> str:
     """The signature of an lm-eval score (sacrebleu style: every setting that changes the
     number), e.g. ``lm_eval:acc|task:arc_easy|task_version:1.0|lm_eval:0.4.13|config_sha256:…|
-    filter:none|aggregation:mean|n_shot:0``."""
-    return (f"{metric_name(metric, filter_name)}|task:{task}|task_version:{task_version}|lm_eval:{lm_eval_version}"
-            f"|config_sha256:{config_sha256}|filter:{filter_name}|aggregation:{aggregation}|n_shot:{n_shot}")
+    filter:none|aggregation:mean|n_shot:0``: the fields of :func:`score_identity` in order."""
+    identity = score_identity(metric, filter_name, task, task_version, lm_eval_version, config_sha256, aggregation, n_shot)
+    return "|".join([identity["metric"], *(f"{k}:{v}" for k, v in identity["params"].items())])
+
+
+def score_identity(metric: str, filter_name: str, task: str, task_version: str, lm_eval_version: str,
+                   config_sha256: str, aggregation: str, n_shot: int) -> dict[str, Any]:
+    """The structured identity of an lm-eval score (the ``scores.params`` column,
+    :mod:`metric_ops.identity`): ``{"metric": "lm_eval:acc", "version": None, "params":
+    {"task", "task_version", "lm_eval", "config_sha256", "filter", "aggregation",
+    "n_shot"}}``, every value text as :func:`score_signature` writes it."""
+    return {"metric": metric_name(metric, filter_name), "version": None,
+            "params": {"task": str(task), "task_version": str(task_version), "lm_eval": str(lm_eval_version),
+                       "config_sha256": str(config_sha256), "filter": str(filter_name), "aggregation": str(aggregation),
+                       "n_shot": str(n_shot)}}
 
 
 def _number(value: Any) -> float | None:

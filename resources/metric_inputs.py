@@ -38,6 +38,7 @@ def build_metric(name: str, params: Mapping[str, Any]) -> tuple[Metric, str | No
     if annotation:
         base = metric.signature
         metric.signature = lambda: f"{base()}|annotation:{annotation}"  # type: ignore[method-assign]
+        metric.use_annotation = str(annotation)  # type: ignore[attr-defined]  # in its identity (metric_ops/identity.py)
     return metric, (str(annotation) if annotation else None)
 
 

@@ -247,15 +247,17 @@ def outbound_session(
 def offline_refusal_rows(metric: Any, samples: Sequence[Any]) -> list[dict[str, Any]]:
     """Score rows (status ``error``, naming the metric) for an external metric refused in
     offline mode; no client is built and no connection opened."""
+    from metric_ops.identity import metric_params_json
     from metric_ops.runner import detail_json
 
     message = (f"offline mode is on (FACETLAKE_OFFLINE): metric {metric.name!r} is external and was not run; "
                "unset FACETLAKE_OFFLINE or use a local metric")
-    signature = metric.signature()
+    signature, params = metric.signature(), metric_params_json(metric)
     return [
         {"sample_id": s.sample_id, "metric": score_name, "value": None, "direction": direction.value,
          "dimension": metric.dimension, "locality": metric.locality, "status": "error",
-         "detail": detail_json({"error": message, "offline": True}), "signature": signature}
+         "detail": detail_json({"error": message, "offline": True}), "signature": signature,
+         "params": params}
         for s in samples
         for score_name, direction in metric.emitted().items()
     ]

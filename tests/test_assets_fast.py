@@ -123,3 +123,36 @@ def test_correlations_match_scipy_on_metric_vs_human_scores(registered):
     assert row["spearman"] == pytest.approx(sps.spearmanr(metric, human).statistic)
     assert row["kendall"] == pytest.approx(sps.kendalltau(metric, human).statistic)
     assert row["pearson_p"] == pytest.approx(sps.pearsonr(metric, human).pvalue)
+
+
+def test_scores_writes_the_structured_params_column(registered):
+    """The scores asset, called directly on one registered pair after samples and
+    generations: every row it stores carries its metric's identity (metric_ops/identity.py)."""
+    import json
+
+    from assets.generations import GenerationsConfig, generations
+    from assets.partitions import pair_partitions
+    from assets.samples import samples
+    from assets.scores import ScoresConfig, scores
+    from metric_ops.identity import metric_identity
+    from metric_ops.registry import get_metric
+    from pipelines.definitions import build_resources
+
+    lake, resolved, registration, instance = registered
+    pair = registration.pair_keys["base"]
+    instance.add_dynamic_partitions(pair_partitions.name, list(registration.pair_keys.values()))
+    resources = {**build_resources(lake.root), "lake": lake}
+    for asset, key, config in ((samples, registration.partition_key, ()), (generations, pair, (GenerationsConfig(),)),
+                               (scores, pair, (ScoresConfig(),))):
+        with dg.build_asset_context(partition_key=key, resources=resources, instance=instance) as ctx:
+            out = asset(ctx, *config)
+            if hasattr(out, "__iter__") and not isinstance(out, (dict, str)):
+                list(out)  # a multi-output asset yields its results
+    raw = pl.from_arrow(lake.delta("scores").to_pyarrow_table())  # what is stored, not what a read fills in
+    assert raw.height > 0 and raw["params"].null_count() == 0
+    identities = {r["metric"]: json.loads(r["params"]) for r in raw.iter_rows(named=True)}
+    assert identities["token_f1"] == metric_identity(get_metric("token_f1"))
+    assert identities["exact_match"] == metric_identity(get_metric("exact_match"))
+    human = {m: i for m, i in identities.items() if m.startswith("human:")}
+    assert human  # SF-RES carries human ratings: precomputed:column= rows score them
+    assert all(i == {"metric": m, "version": None, "params": {"source": "dataset"}} for m, i in human.items())
