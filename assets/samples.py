@@ -5,8 +5,9 @@ import json
 import logging
 from typing import Any
 
+import math
+
 import dagster as dg
-import pandas as pd
 
 from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_frame, sample_rows
 from metric_ops.base import Sample
@@ -40,7 +41,9 @@ def _table_schema(columns: dict[str, str]) -> dg.TableSchema:
     return dg.TableSchema(columns=[dg.TableColumn(name, "string", description=desc) for name, desc in columns.items()])
 
 
-def _validation_frame(samples: list[Sample]) -> pd.DataFrame:
+def _validation_rows(samples: list[Sample]) -> list[dict[str, Any]]:
+    """One row per sample with the checked fields (missing ones as None), and the rating
+    columns in first-seen order."""
     rows: list[dict[str, Any]] = []
     for s in samples:
         row: dict[str, Any] = {
@@ -52,13 +55,25 @@ def _validation_frame(samples: list[Sample]) -> pd.DataFrame:
         for name, value in s.ratings.items():
             row[f"rating:{name}"] = None if value != value else value
         rows.append(row)
-    return pd.DataFrame(rows)
+    return rows
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+def _validation_frame(rows: list[dict[str, Any]]) -> Any:
+    """The rows as the pandas frame Great Expectations validates (pandas imported here:
+    only when a check fails)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=_columns(rows))
 
 
 class _Validator:
     """Great Expectations (ephemeral context, progress bars off) over one pandas frame."""
 
-    def __init__(self, frame: pd.DataFrame) -> None:
+    def __init__(self, frame: Any) -> None:
         import logging
 
         import great_expectations as gx
@@ -95,20 +110,39 @@ class _AllPass:
         return True, [], {"unexpected_count": 0, "element_count": self.n}
 
 
-def _all_pass(frame: pd.DataFrame, required: list[str], bounds: tuple[float, float] | None) -> bool:
+def _is_null(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _numeric(value: Any) -> float | None:
+    """``value`` as a number the way pandas' ``to_numeric(errors="coerce")`` reads it, else None."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _all_pass(rows: list[dict[str, Any]], required: list[str], bounds: tuple[float, float] | None) -> bool:
     """Whether every check passes, by the expectations' own rules on whole columns (not
-    null; unique ``sample_id``; each non-null rating within ``bounds``, inclusive). When
-    True, Great Expectations (seconds to import) is not loaded; when False it runs and
-    reports the offending rows."""
-    if any(frame[column].isna().any() for column in required):
+    null; unique ``sample_id``; each non-null rating a number within ``bounds``, inclusive).
+    When True, neither Great Expectations nor pandas (seconds to import) is loaded; when
+    False they run and report the offending rows."""
+    if any(_is_null(row.get(column)) for column in required for row in rows):
         return False
-    if frame["sample_id"].duplicated(keep=False).any():
+    ids = [row["sample_id"] for row in rows]
+    if len(set(ids)) != len(ids):
         return False
     if bounds is not None:
-        for column in (c for c in frame.columns if c.startswith("rating:")):
-            values = pd.to_numeric(frame[column], errors="coerce").dropna()
-            if len(values) != frame[column].notna().sum() or not values.between(bounds[0], bounds[1]).all():
-                return False
+        for column in (c for c in _columns(rows) if c.startswith("rating:")):
+            for row in rows:
+                value = row.get(column)
+                if _is_null(value):
+                    continue
+                number = _numeric(value)
+                if number is None or math.isnan(number) or not bounds[0] <= number <= bounds[1]:
+                    return False
     return True
 
 
@@ -117,18 +151,19 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
 
     The checks are first evaluated on whole columns (:func:`_all_pass`); only when one
     fails is Great Expectations loaded to validate and list the offending rows."""
-    frame = _validation_frame(samples)
+    rows = _validation_rows(samples)
+    columns = _columns(rows) or ["sample_id", "input", "references", "context"]
     cls = DATASETS.get(dataset_kind)
-    required = [f for f in (cls.required_fields if cls else ("sample_id", "input")) if f in frame.columns]
+    required = [f for f in (cls.required_fields if cls else ("sample_id", "input")) if f in columns]
     bounds = cls.rating_range if cls else None
-    validator: Any = _AllPass(len(frame)) if _all_pass(frame, required, bounds) else _Validator(frame)
+    validator: Any = _AllPass(len(rows)) if _all_pass(rows, required, bounds) else _Validator(_validation_frame(rows))
     results = []
 
     offending: dict[str, list[str]] = {}
     for column in required:
         ok, idx, _ = validator.validate("ExpectColumnValuesToNotBeNull", column=column)
         if not ok:
-            offending[column] = [str(frame.iloc[i]["sample_id"]) for i in idx]
+            offending[column] = [str(rows[i]["sample_id"]) for i in idx]
     results.append(
         dg.AssetCheckResult(
             check_name=CHECK_REQUIRED,
@@ -143,7 +178,7 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
     )
 
     ok, idx, info = validator.validate("ExpectColumnValuesToBeUnique", column="sample_id")
-    dup_ids = sorted({str(frame.iloc[i]["sample_id"]) for i in idx})
+    dup_ids = sorted({str(rows[i]["sample_id"]) for i in idx})
     results.append(
         dg.AssetCheckResult(
             check_name=CHECK_UNIQUE,
@@ -158,14 +193,14 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
     )
 
     bad_ratings: dict[str, list[dict[str, Any]]] = {}
-    rating_columns = [c for c in frame.columns if c.startswith("rating:")]
+    rating_columns = [c for c in columns if c.startswith("rating:")]
     if bounds is not None:
         for column in rating_columns:
             ok, idx, _ = validator.validate("ExpectColumnValuesToBeBetween", column=column, min_value=bounds[0],
                                             max_value=bounds[1])
             if not ok:
                 bad_ratings[column] = [
-                    {"sample_id": str(frame.iloc[i]["sample_id"]), "value": frame.iloc[i][column]} for i in idx[:50]
+                    {"sample_id": str(rows[i]["sample_id"]), "value": rows[i].get(column)} for i in idx[:50]
                 ]
     results.append(
         dg.AssetCheckResult(

@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -264,6 +265,7 @@ def small_run(peer_python: str, rounds: int) -> None:
         for r in range(rounds):
             env = {**os.environ, "DAGSTER_HOME": os.path.join(tmp, f"home{r}"), "FACETLAKE_LAKE": os.path.join(tmp, f"lake{r}")}
             os.makedirs(env["DAGSTER_HOME"])
+            shutil.copy(ROOT / "dagster.yaml", env["DAGSTER_HOME"])  # the project's instance settings (telemetry off), as a user's project has
             t0 = time.perf_counter()
             subprocess.run([str(Path(sys.executable).parent / "facetlake"), "run", str(spec)], cwd=ROOT, env=env, check=True,
                            capture_output=True)

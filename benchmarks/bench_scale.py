@@ -164,6 +164,8 @@ def run_size(rows: int, work: Path, profile: str, infra=None) -> dict:
     py = str(BIN / "python")
     env = dict(infra.env) if infra else {**os.environ, "DAGSTER_HOME": str(work / "dagster_home")}
     (work / "dagster_home").mkdir(exist_ok=True)
+    if not infra:  # the project's instance settings (telemetry off), as a user's project has
+        shutil.copy(ROOT / "dagster.yaml", work / "dagster_home" / "dagster.yaml")
     lake = infra.lake_uri if infra else str(folder / "lake")  # workers read the deployment's lake; one evaluation per size
     env["FACETLAKE_LAKE"] = lake
     submit = ["--submit"] if infra else []

@@ -96,7 +96,8 @@ def score_suite(
         progress: show a tqdm progress bar (stderr).
 
     Returns:
-        ``{key: [scores of sample 0, scores of sample 1, ...]}``.
+        ``{key: [scores of sample 0, scores of sample 1, ...]}``, every value checked
+        against its metric's declared range (:meth:`~metric_ops.base.Metric.check_scores`).
     """
     from tqdm.auto import tqdm
 
@@ -138,8 +139,10 @@ def score_suite(
         for k in neural_keys:
             bar.set_postfix_str(k)
             name, params = metrics[k]
-            results[k] = get_metric(name, **params).score_batch(samples, outputs)
+            built[k] = get_metric(name, **params)
+            results[k] = built[k].score_batch(samples, outputs)
             bar.update(n)
     finally:
         bar.close()
-    return results
+    # declared ranges checked as the runner checks them (clamped within float rounding, error beyond)
+    return {k: [built[k].check_scores(row) for row in rows] for k, rows in results.items()}

@@ -289,3 +289,28 @@ def test_docs_state_every_metrics_range_and_unscored_meaning():
             lo, hi = cls.declared_range(score_name)
             assert f"[{fmt(lo)}, {fmt(hi)}]" in line, (cls.name, score_name, line)
         assert line.rstrip().split("|")[-2].strip(), f"{cls.name}: no unscored meaning"
+
+
+def test_score_suite_applies_the_range_like_the_runner():
+    from metric_ops.suite import score_suite
+
+    values = [0.3, 1.0 + 5e-8, 1.2, -1e-9]
+
+    class SuiteProbe(Metric):  # registered by name: score_suite builds its metrics by name
+        name = "test_suite_range_probe"
+        direction = Direction.MAXIMIZE
+        dimension = "baseline_grounding"
+        value_range = (0.0, 1.0)
+
+        def score_batch(self, samples, outputs):
+            return [{self.name: Score(values[int(s.sample_id)])} for s in samples]
+
+    try:
+        samples = [Sample(str(i), "q", ("r",)) for i in range(4)]
+        out = score_suite({"p": ("test_suite_range_probe", {})}, samples, ["o"] * 4, workers=1, progress=False)["p"]
+    finally:
+        REGISTRY.pop("test_suite_range_probe", None)  # other tests list every registered metric
+    scores = [row["test_suite_range_probe"] for row in out]
+    assert [s.status for s in scores] == ["scored", "scored", "error", "scored"]
+    assert [s.value for s in scores] == [0.3, 1.0, None, 0.0]
+    assert scores[1].detail["raw_value"] == 1.0 + 5e-8 and scores[2].detail["raw_value"] == 1.2

@@ -233,3 +233,61 @@ def test_a_reference_without_tokens_is_skipped_among_several():
     assert f.value == 1.0 and f.detail["references_skipped"] == 1
     p, r, f = score("rouge_w", ["   ", "the cat sat"], "the cat sat", variant="lin2004")
     assert f.value == 1.0
+
+
+# --------------------------------------------------------------------------- rouge-score rules without rouge-score (issue 14)
+
+
+def _real_text_pairs() -> list[tuple[str, str]]:
+    """SF-RES (reference, output) pairs, QAGS (article head, summary) pairs as multi-line
+    texts, and edge cases: every kind of input the rouge-score rules branch on."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "data" / "unieval"
+    sfres = json.loads((root / "sfres.json").read_text())
+    qags = json.loads((root / "qags_cnndm.json").read_text())
+    pairs = [(d["reference"], d["system_output"]) for d in sfres[:600]]
+    pairs += [(q["source"][:1500].replace(". ", ".\n"), q["system_output"].replace(". ", ".\n")) for q in qags[:120]]
+    return pairs + [("", "a"), ("a", ""), ("!!!", "a b"), ("The the THE", "the"), ("x\n\ny", "y\nx"), ("a b a b", "b a b a")]
+
+
+@pytest.mark.parametrize("use_stemmer", [False, True])
+def test_rouge_n_l_lsum_equal_rouge_score_bit_for_bit(use_stemmer):
+    """metric_ops.rouge_ngram_lcs against rouge-score 0.1.2 itself, two references per
+    pair (best F kept): tolerance 0, every P, R and F equal as floats."""
+    from rouge_score import rouge_scorer
+
+    from metric_ops.rouge_ngram_lcs import DefaultTokenizer, RougeScorer
+
+    tokenizer = DefaultTokenizer(use_stemmer)
+    pairs = _real_text_pairs()
+    for rouge_type in ("rouge1", "rouge2", "rouge3", "rougeL", "rougeLsum"):
+        reference = rouge_scorer.RougeScorer([rouge_type], use_stemmer=use_stemmer)
+        mine = RougeScorer(rouge_type, tokenizer)
+        for ref, out in pairs:
+            refs = [ref, out[: len(out) // 2] or "z"]
+            expected = reference.score_multi(refs, out)[rouge_type]
+            assert tuple(mine.score_multi(refs, out)) == (expected.precision, expected.recall, expected.fmeasure), (rouge_type, ref, out)
+
+
+def test_rouge_without_stemming_imports_neither_nltk_nor_rouge_score():
+    """Importing NLTK (which rouge-score does at module level) costs 1-2 s per process:
+    unstemmed ROUGE loads neither; stemmed ROUGE loads NLTK's Porter stemmer."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from metric_ops import Sample, get_metric\n"
+        "for name in ('rouge_1', 'rouge_2', 'rouge_l', 'rouge_lsum', 'rouge_w', 'rouge_su'):\n"
+        "    get_metric(name).score_batch([Sample('1', '', ('the cat sat',))], ['a cat sat'])\n"
+        "print('nltk' in sys.modules, 'rouge_score' in sys.modules)\n"
+        "get_metric('rouge_l', use_stemmer=True).score_batch([Sample('1', '', ('cats sitting',))], ['cat sits'])\n"
+        "print('nltk' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "True"]
