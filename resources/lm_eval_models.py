@@ -40,6 +40,7 @@ on the Hugging Face hub fails with the hub's own offline error instead of downlo
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as dt
 import functools
 import json
@@ -233,9 +234,32 @@ def _record_request(base_url: str, api_model: str | None, purpose: str, payload:
     with _ledger_lock:
         writer = _ledger_writer
     if writer is not None:
-        writer({"called_at": dt.datetime.now(dt.timezone.utc), "host": host, "model": api_model, "purpose": purpose,
-                "sample_id": None, "text_sha256": text_sha256(texts), "n_chars": sum(len(t) for t in texts),
-                "anonymised": False, "strategy": None, "entity_counts": {}})
+        call_id = writer({"called_at": dt.datetime.now(dt.timezone.utc), "host": host, "model": api_model, "purpose": purpose,
+                          "sample_id": None, "text_sha256": text_sha256(texts), "n_chars": sum(len(t) for t in texts),
+                          "anonymised": False, "strategy": None, "entity_counts": {}})
+        attempts = _CALL_ATTEMPTS.get()
+        if attempts is not None:
+            attempts.append((writer, call_id))
+
+
+# the ledger intents of the request being sent in this thread / asyncio task (each retry is one attempt)
+_CALL_ATTEMPTS: contextvars.ContextVar[list | None] = contextvars.ContextVar("facetlake_lm_eval_attempts", default=None)
+
+
+@contextlib.contextmanager
+def _ledgered_call() -> Iterator[dict]:
+    """Complete the ledger intents of one lm-eval request when it returns: every attempt
+    but the last ``failed`` (lm-eval retried it), the last ``completed`` when a response
+    came back, ``failed`` when the request raised or lm-eval gave up (it returns None)."""
+    attempts: list = []
+    outcome = {"ok": False}
+    token = _CALL_ATTEMPTS.set(attempts)
+    try:
+        yield outcome
+    finally:
+        _CALL_ATTEMPTS.reset(token)
+        for i, (writer, call_id) in enumerate(attempts):
+            writer.complete(call_id, ok=outcome["ok"] and i == len(attempts) - 1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -252,6 +276,18 @@ def register_api_classes() -> tuple[type, type]:
         def __init__(self, *args: Any, api_key_env: str | None = None, **kwargs: Any) -> None:
             self._facetlake_key_env = api_key_env or "OPENAI_API_KEY"
             super().__init__(*args, **kwargs)
+
+        def model_call(self, *args: Any, **kwargs: Any) -> Any:
+            with _ledgered_call() as outcome:
+                result = super().model_call(*args, **kwargs)
+                outcome["ok"] = result is not None
+                return result
+
+        async def amodel_call(self, *args: Any, **kwargs: Any) -> Any:
+            with _ledgered_call() as outcome:
+                result = await super().amodel_call(*args, **kwargs)
+                outcome["ok"] = result is not None
+                return result
 
         def _create_payload(self, messages: Any, generate: bool = False, *args: Any, **kwargs: Any) -> dict:
             payload = super()._create_payload(messages, generate, *args, **kwargs)

@@ -357,6 +357,7 @@ def test_api_model_through_lm_eval_is_ledgered(mode, server, tmp_path, monkeypat
     assert server.calls == 3 and ledger.height == 3  # one ledger row per request that reached the server
     assert set(ledger["purpose"]) == {"lm_eval:generate_until"} and set(ledger["api_model"]) == {"tiny"}
     assert set(ledger["host"]) == {"127.0.0.1"} and not ledger["anonymised"].any()
+    assert set(ledger["status"]) == {"completed"} and ledger["completed_at"].null_count() == 0  # no intent left open
     from resources.outbound import text_sha256
 
     sent = [json.dumps(body["messages"], ensure_ascii=False, sort_keys=True) if mode == "chat" else body["prompt"]
@@ -463,3 +464,19 @@ def test_clear_errors(tmp_path, tiny, lm_eval_cli_folder):
         EvaluationSpec.from_mapping({"name": "x", "lm_eval": {"task": "a,b"}, "models": {"m": "hf:/x"}})
     with pytest.raises(SpecError, match="unknown keys"):
         EvaluationSpec.from_mapping({"name": "x", "lm_eval": {"task": "a", "shots": 3}, "models": {"m": "hf:/x"}})
+
+
+def test_a_retried_lm_eval_request_leaves_its_failed_attempt_in_the_ledger(server, tmp_path, monkeypatch, instance):
+    """The server answers the first request with 500; lm-eval retries it. Every attempt that
+    reached the server is a ledger row: the refused one ``failed``, the others ``completed``
+    (none left as an open ``intent``)."""
+    monkeypatch.setenv("LM_EVAL_TEST_KEY", KEY)
+    server.reset()
+    server.fail_next([500])
+    root = tmp_path / "lake"
+    _invoke(["lm-eval", QA, "--model", f"api:tiny@{server.base_url}", "--api-mode", "chat", "--api-key-env", "LM_EVAL_TEST_KEY",
+             "--limit", "2", "--bootstrap-iters", "0", "--lake", str(root)])
+    ledger = LakeStore(root=str(root)).read("outbound_ledger")
+    assert len(server.received) == 3 and server.calls == 2 and ledger.height == 3  # 3 requests reached it, 2 were answered
+    assert sorted(ledger["status"]) == ["completed", "completed", "failed"]
+    assert ledger["completed_at"].null_count() == 0
