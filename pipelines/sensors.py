@@ -53,7 +53,7 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
     if not root.is_dir():
         return dg.SkipReason(f"inbox {root} does not exist; create it or set FACETLAKE_INBOX")
     seen: dict[str, float] = json.loads(context.cursor) if context.cursor else {}
-    run_requests, waiting, bad = [], [], []
+    run_requests, waiting, bad, unsampled = [], [], [], []
     for file in sorted(root.glob("*/*")):
         if file.suffix.lower() not in OUTPUT_SUFFIXES or not file.is_file():
             continue
@@ -63,6 +63,11 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
         evaluation = find_evaluation(lake, file.parent.name)
         if evaluation is None:
             waiting.append(file.parent.name)
+            continue
+        if not _samples_stored(lake, evaluation["fingerprint"]):
+            # its samples are not written yet (the evaluation's first run may be writing them now):
+            # a pair run started now would fail, so the file waits, unseen, for a later tick
+            unsampled.append(evaluation["name"])
             continue
         model = slugify_model(file.stem)
         if not MODEL_SLUG.match(model):
@@ -90,9 +95,13 @@ def inbox_sensor(context: dg.SensorEvaluationContext, lake: LakeStore, inbox: In
     hint = _did_you_mean(lake, sorted(set(waiting))) if waiting else ""
     if waiting:
         context.log.info(f"files for unregistered evaluations {sorted(set(waiting))} wait until those are registered{hint}")
+    if unsampled:
+        context.log.info(f"files for evaluations {sorted(set(unsampled))} wait until their samples are stored "
+                         "(`facetlake run SPEC` or the scheduler writes them)")
     if not run_requests:
         return dg.SensorResult(
             skip_reason="no new output files" + (f" (waiting on evaluations {sorted(set(waiting))}{hint})" if waiting else "")
+            + (f" (waiting for the samples of {sorted(set(unsampled))})" if unsampled else "")
             + (f" (unreadable, see the log: {', '.join(bad)})" if bad else ""),
             cursor=json.dumps(seen, sort_keys=True),
         )

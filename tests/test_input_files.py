@@ -280,3 +280,26 @@ def test_evaluation_spec_file_bytes_are_checked_too(tmp_path):
                               "(invalid continuation byte); re-save the spec as UTF-8 (it looks like cp1252)")
     (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbf" + spec.encode("utf-8"))
     assert EvaluationSpec.from_yaml(tmp_path / "bom.yaml").name == "cafe"
+
+
+def test_inbox_file_waits_until_its_evaluation_has_samples(instance, tmp_path):
+    """A file dropped for an evaluation whose samples are not stored yet (its first run may be
+    writing them) starts no pair run, which would fail: it waits, unseen, and becomes a run
+    request on the first tick after the samples are stored."""
+    from conftest import small_spec
+    from pipelines.runner import materialize_samples, register
+    from pipelines.sensors import InboxConfig, inbox_sensor
+    from resources.lake import LakeStore
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    resolved = register(small_spec("inbox-wait", limit=5), lake, instance)
+    folder = tmp_path / "inbox" / "inbox-wait"
+    folder.mkdir(parents=True)
+    (folder / "late-model.jsonl").write_text("\n".join(json.dumps({"sample_id": str(i), "output": "x"}) for i in range(5)))
+    resources = {"lake": lake, "inbox": InboxConfig(path=str(folder.parent))}
+    first = inbox_sensor(dg.build_sensor_context(instance=instance, resources=resources))
+    assert not first.run_requests and "waiting for the samples of ['inbox-wait']" in first.skip_reason.skip_message
+    assert "late-model" not in (first.cursor or "")  # not consumed: seen again next tick
+    materialize_samples(resolved.fingerprint, lake, instance)
+    second = inbox_sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
+    assert [r.partition_key.rsplit(":", 1)[1] for r in second.run_requests] == ["late-model"]
