@@ -367,26 +367,38 @@ def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.Da
                "error": pl.Int64, "unscored": pl.Int64, "first_error": pl.String}
     if not wanted or not lake.exists("scores"):
         return pl.DataFrame(schema=columns)
-    frame = lake.read("scores", columns=["model", "fingerprint", "sample_id", "status", "detail", "params"]).with_columns(
+    from metric_ops.registry import REGISTRY
+
+    where = {"fingerprint": sorted({fp for _, fp, _ in wanted}), "model": sorted({m for m, _, _ in wanted})}  # partitions pruned
+    frame = lake.read("scores", where=where, columns=["model", "fingerprint", "sample_id", "status", "params"]).with_columns(
+        pl.col("params").str.json_path_match("$.metric").alias("name")
+    )
+    # ``detail`` (reasoning, per-claim verdicts: the table's bulk) is read only for the rows shown
+    errors = lake.read("scores", where={**where, "status": "error"}, columns=["model", "fingerprint", "params", "detail"]).with_columns(
         pl.col("params").str.json_path_match("$.metric").alias("name")
     )
     rows = []
     for model, fp, name in wanted:
-        part = frame.filter((pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("name") == name))
-        # a corpus-level metric's corpus rows (sample_id null) stand for the segments they cover
-        corpus = part.filter(pl.col("sample_id").is_null() & (pl.col("status") == "scored"))
-        segments = corpus["detail"].str.json_path_match("$.n_segments").cast(pl.Int64).max() if corpus.height else None
+        mine = (pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("name") == name)
+        part = frame.filter(mine)
+        segments = None
+        if getattr(REGISTRY.get(name), "corpus_level", False):
+            # a corpus-level metric's corpus rows (sample_id null) stand for the segments they cover
+            corpus = lake.read("scores", where={"fingerprint": fp, "model": model, "status": "scored"},
+                               columns=["sample_id", "params", "detail"]).filter(
+                pl.col("sample_id").is_null() & (pl.col("params").str.json_path_match("$.metric") == name))
+            segments = corpus["detail"].str.json_path_match("$.n_segments").cast(pl.Int64).max() if corpus.height else None
         part = part.filter(pl.col("sample_id").is_not_null() | (pl.col("status") != "scored"))
         counts = dict(part.group_by("status").len().iter_rows())
         if segments is not None:
             counts["scored"] = counts.get("scored", 0) + int(segments)
-        errors = part.filter(pl.col("status") == "error")["detail"]
+        first_error = errors.filter(mine)["detail"]
         first = ""
-        if errors.len():
+        if first_error.len():
             try:
-                first = str(json.loads(errors[0]).get("error", ""))
+                first = str(json.loads(first_error[0]).get("error", ""))
             except (TypeError, ValueError):
-                first = str(errors[0])
+                first = str(first_error[0])
         rows.append({"model": model, "fingerprint": fp, "metric": name, "scored": counts.get("scored", 0),
                      "error": counts.get("error", 0), "unscored": counts.get("unscored", 0), "first_error": first})
     return pl.DataFrame(rows, schema=columns)

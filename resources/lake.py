@@ -233,9 +233,15 @@ class LakeTables:
             return frame.select(list(columns)) if columns else frame
         dataset = self.arrow_dataset(table, version)
         expr = None
+        partitioned = set(PARTITION_COLUMNS.get(table) or ())
         for column, value in (where or {}).items():
             values = [value] if isinstance(value, str) else list(value)
-            term = ds.field(column).isin(values)
+            field = ds.field(column)
+            if column not in partitioned and column in dataset.schema.names:
+                # files of older versions store text as string, newer ones as string_view: a filter
+                # on the raw column fails on such a mix ("no kernel matching (string, string_view)")
+                field = field.cast(dataset.schema.field(column).type)
+            term = field.isin(values)
             expr = term if expr is None else expr & term
         wanted = list(columns) if columns else None
         fill = table == "scores" and (wanted is None or "params" in wanted)

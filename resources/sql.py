@@ -1,9 +1,10 @@
 """Read-only SQL over the lake with DuckDB, in process, with bounded cost.
 
-Every Delta table under the lake root is registered as a view of the same name from an
-Arrow dataset over the table (:meth:`resources.lake.LakeTables.arrow_dataset`; no DuckDB
-``delta`` extension, which would be downloaded at first use; projections and filters push
-down into the Arrow dataset). Raw-text tables (:data:`RAW_TABLES`, e.g. ``samples_raw``,
+Every Delta table under the lake root is registered as a view of the same name, without
+DuckDB's ``delta`` extension (downloaded at first use): a local table as a view over the
+Parquet files of its current version read by DuckDB itself (:mod:`resources.sql_views`;
+only those files become readable), a remote one from an Arrow dataset over the table
+(:meth:`resources.lake.LakeTables.arrow_dataset`; projections and filters push down). Raw-text tables (:data:`RAW_TABLES`, e.g. ``samples_raw``,
 kept only when an evaluation's spec asks for it) are registered only on request.
 
 The connection is hardened after registration (../shared/PITFALLS.md, "DuckDB as a query
@@ -35,6 +36,7 @@ import polars as pl
 
 from metric_ops.errors import FacetlakeError
 from resources.lake import LakeTables
+from resources.sql_views import create_view, native_readable
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
 RAW_TABLES = frozenset({"samples_raw"})
@@ -166,8 +168,14 @@ class Connection:
         try:
             self.con.execute("SET enable_progress_bar = false")
             self.tables = [t for t in lake.tables() if include_raw or t not in RAW_TABLES]
+            files: list[str] = []
             for table in self.tables:
-                self.con.register(table, _dataset(lake, table))
+                if native_readable(lake, table):  # local: DuckDB's Parquet reader (resources/sql_views.py)
+                    files += create_view(self.con, lake, table)
+                else:
+                    self.con.register(table, _dataset(lake, table))
+            if files:  # exactly the files the views read: nothing else on disk becomes readable
+                self.con.execute("SET allowed_paths = ?", [files])
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET lock_configuration = true")
         except BaseException:

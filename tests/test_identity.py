@@ -227,3 +227,20 @@ def test_a_metric_scoring_an_annotation_keeps_it_in_its_identity(name):
     identity = metric_identity(metric)
     assert identity["params"]["use_annotation"] == "answer"
     assert parse_signature(metric.signature()) == identity
+
+
+def test_scoring_outcome_counts_statuses_and_shows_the_first_error_of_the_metric(old_lake):
+    """`facetlake score`'s table: per (model, metric) the status counts and the first error
+    message of that metric only (another metric's error in the same partition is not shown)."""
+    from pipelines.runner import scoring_outcome
+
+    rouge = get_metric("rouge_l")
+    rows = _rows(rouge, "m1", ["1", "2", "3"], "r")
+    rows[1] = {**rows[1], "status": "error", "value": None, "detail": json.dumps({"error": "ValueError: boom"})}
+    rows[2] = {**rows[2], "status": "unscored", "value": None, "detail": json.dumps({"reason": "no reference"})}
+    other = {**_rows(get_metric("chrf"), "m1", ["1"], "r")[0], "status": "error", "value": None,
+             "detail": json.dumps({"error": "not this one"})}
+    old_lake.append("scores", [*rows, other])
+    outcome = scoring_outcome(old_lake, [{"model": "m1", "fingerprint": FP, "scored": ["rouge_l", "bleu"]}]).sort("metric")
+    assert outcome.select("metric", "scored", "error", "unscored", "first_error").rows() == [
+        ("bleu", 2, 0, 0, ""), ("rouge_l", 1, 1, 1, "ValueError: boom")]
