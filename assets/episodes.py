@@ -73,7 +73,7 @@ def _live_episodes(context, spec, samples, backend, backends, model: str, finger
 
     trials = config.trials or int(spec.runtime.get("trials", 1))
     rows = []
-    with tqdm(total=len(samples) * trials, desc=f"episodes {model}", leave=False) as bar:
+    with tqdm(total=len(samples) * trials, desc=f"episodes {model}", leave=False, disable=None) as bar:
         for task in samples:
             env_spec = task.metadata.get("environment")
             if not env_spec:

@@ -129,7 +129,7 @@ def generations(
     pending: list[tuple[GenerationRequest, GenerationResult]] = list(failed)
     loglik = [r for r in plan.todo if r.continuations]
     gen = [r for r in plan.todo if not r.continuations]
-    with tqdm(total=len(plan.todo), desc=f"generate {model}", leave=False) as bar:
+    with tqdm(total=len(plan.todo), desc=f"generate {model}", leave=False, disable=None) as bar:
         for group, scoring in ((gen, False), (loglik, True)):
             for start in range(0, len(group), batch_size):
                 batch = group[start : start + batch_size]

@@ -149,7 +149,7 @@ def score_partition(
             if metric.locality == "external" and offline_mode():  # refused before any client or socket
                 frames.append(frame_of_rows(offline_refusal_rows(metric, metric_samples)))
                 continue
-            with tqdm(total=len(samples), desc=f"{name} {model}", leave=False) as bar:
+            with tqdm(total=len(samples), desc=f"{name} {model}", leave=False, disable=None) as bar:  # None: no bar in a CI log
                 frames.append(score_frame(metric, metric_samples, metric_outputs, progress=bar.update))
     # human ratings rate the dataset's own output: they are scores only of a model whose
     # outputs are that output (precomputed:column=...), never of a live or heuristic model (issue 8)

@@ -128,7 +128,7 @@ class Encoder:
             if progress and batches:
                 from tqdm.auto import tqdm
 
-                iterator = tqdm(batches, desc=desc, unit="batch")
+                iterator = tqdm(batches, desc=desc, unit="batch", disable=None)  # no bar when stderr is not a terminal (CI logs)
             with torch.inference_mode():
                 for batch in iterator:
                     lens = [len(k[0]) for k in batch]

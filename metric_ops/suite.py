@@ -116,7 +116,7 @@ def score_suite(
 
     workers = plan_workers(n, len(lexical), workers, chunk_size)
     chunks = [(i, samples[i : i + chunk_size], outputs[i : i + chunk_size]) for i in range(0, n, chunk_size)]
-    bar = tqdm(total=n * (len(lexical) + len(neural_keys) + len(corpus)), desc="scoring", unit="score", disable=not progress)
+    bar = tqdm(total=n * (len(lexical) + len(neural_keys) + len(corpus)), desc="scoring", unit="score", disable=None if progress else True)  # None: off when stderr is not a terminal
     try:
         if lexical and chunks:
             if workers > 1 and len(chunks) > 1:

@@ -19,7 +19,7 @@ from pipelines.cli_run import run_specs
 if TYPE_CHECKING:
     import polars as pl
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 BFCL_CONFIG = CONFIG_DIR / "bfcl.yaml"
 BFCL_OUTPUTS = Path("bfcl-demo-outputs")  # under the working directory, never inside the installed package

@@ -25,6 +25,7 @@ quiet_libraries()
 show_flags_as_flags()
 
 app = typer.Typer(
+    rich_markup_mode="markdown",  # docstring paragraphs re-flowed to the terminal (rich mode keeps their line breaks)
     help="facetlake: evaluate language models as a Dagster dataflow over Delta tables.",
     no_args_is_help=True,
     add_completion=False,

@@ -12,7 +12,7 @@ import typer
 
 from pipelines.cli_common import LakeOption, console, fail, open_lake
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 
 @app.command()

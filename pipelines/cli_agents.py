@@ -11,7 +11,7 @@ import typer
 from pipelines.cli_common import CONFIG_DIR, EvaluationOption, LakeOption, console, fail, open_lake
 from pipelines.cli_run import run_specs
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 TAU_BENCH_CONFIG = CONFIG_DIR / "tau_bench_airline.yaml"
 

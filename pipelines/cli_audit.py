@@ -16,7 +16,7 @@ import typer
 
 from pipelines.cli_common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 
 class EvidenceFormat(str, Enum):

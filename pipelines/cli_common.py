@@ -129,7 +129,8 @@ def write_frame(frame, path: Path) -> str:
         _jsonable_nested(frame).write_csv(path)
     else:
         path.write_text(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    return f"wrote {frame.height} rows x {frame.width} columns to {path}"
+    plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
+    return f"wrote {plural(frame.height, 'row')} x {plural(frame.width, 'column')} to {path}"
 
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -164,15 +165,19 @@ def print_table(frame, title: str | None = None) -> None:
     for row in rows:
         table.add_row(*[Text(v) for v in row])
     if title:
-        console.print(Text(title, style="bold"), soft_wrap=True)
+        console.print(Text(title, style="bold"))  # wrapped at the terminal's width
     if Measurement.get(console, console.options.update(max_width=100_000), table).maximum <= console.width:
         console.print(table)
         return
     key_width = max(len(h) for h in header)
     for n, row in enumerate(rows, 1):
         console.print(Text(f"── {n} " + "─" * max(0, min(console.width, 40) - len(str(n)) - 4), style="dim"))
+        record = Table.grid(padding=(0, 2))
+        record.add_column(no_wrap=True, style="bold", min_width=key_width)
+        record.add_column(overflow="fold")  # a long value wraps under itself, within the terminal
         for column, value in zip(header, row):
-            console.print(Text.assemble((column.ljust(key_width), "bold"), "  ", value), soft_wrap=True)
+            record.add_row(Text(column), Text(value))
+        console.print(record)
 
 
 def first_sentence(doc: str | None) -> str:

@@ -12,9 +12,9 @@ import typer
 
 from pipelines.cli_common import LakeOption, OutputFormat, console, fail, open_lake, print_frame
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
-evaluations_app = typer.Typer(
+evaluations_app = typer.Typer(rich_markup_mode="markdown",
     help="Registered evaluations: name, fingerprint, dataset, models, last run, schedule. "
          "Subcommands archive and restore hide or show one without deleting data.",
     no_args_is_help=False,

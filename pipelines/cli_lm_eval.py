@@ -14,9 +14,9 @@ import typer
 
 from pipelines.cli_common import LakeOption, console, fail, open_lake, print_frame
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
-import_app = typer.Typer(help="Import results produced elsewhere into the lake.", no_args_is_help=True)
+import_app = typer.Typer(rich_markup_mode="markdown", help="Import results produced elsewhere into the lake.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
 

@@ -13,7 +13,7 @@ import typer
 
 from pipelines.cli_common import LakeOption, OutputFormat, fail, first_sentence, print_frame, write_frame
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 
 @app.command()

@@ -11,7 +11,7 @@ import typer
 
 from pipelines.cli_common import EVALUATION_HELP, EvaluationOption, LakeOption, console, fail, open_lake, print_frame
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 
 class LineageFormat(str, Enum):

@@ -12,7 +12,7 @@ from pipelines.cli_common import (
     CONFIG_DIR, DEMO_CONFIGS, EvaluationOption, LakeOption, console, fail, open_lake, print_frame,
 )
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
 
 def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False, submit: bool = False,

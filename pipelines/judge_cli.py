@@ -14,9 +14,9 @@ import typer
 
 from pipelines.cli_common import EvaluationOption, LakeOption, OutputFormat, console, fail, open_lake, print_frame
 
-app = typer.Typer()
+app = typer.Typer(rich_markup_mode="markdown")
 
-meta_app = typer.Typer(help="Meta-evaluation of judged metrics against human labels.", no_args_is_help=True)
+meta_app = typer.Typer(rich_markup_mode="markdown", help="Meta-evaluation of judged metrics against human labels.", no_args_is_help=True)
 app.add_typer(meta_app, name="meta-eval")
 
 

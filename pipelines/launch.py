@@ -142,7 +142,7 @@ def wait_for(instance: dg.DagsterInstance, run_ids: Sequence[str], label: str, t
     pending = set(run_ids)
     status: dict[str, dg.DagsterRunStatus] = {}
     start = time.monotonic()
-    with tqdm(total=len(run_ids), desc=label, leave=False) as bar:
+    with tqdm(total=len(run_ids), desc=label, leave=False, disable=None) as bar:
         while pending:
             for run_id in sorted(pending):
                 run = instance.get_run_by_id(run_id)

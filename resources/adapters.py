@@ -58,8 +58,10 @@ class AdapterError(FacetlakeError, ValueError):
     """An adapter configuration is invalid or a sample does not fit it."""
 
 
-# adapter kind -> Adapter subclass; a subclass with a ``kind`` registers itself when defined
-ADAPTERS: Registry[type["Adapter"]] = Registry("adapter kind", base="resources.adapters:Adapter")
+# adapter kind -> Adapter subclass; a subclass with a ``kind`` registers itself when defined (the
+# built-ins below); kinds defined in other modules are listed here, one line each, imported on first use
+ADAPTERS: Registry[type["Adapter"]] = Registry("adapter kind", base="resources.adapters:Adapter", builtins={
+})
 
 
 def adapter_class(kind: Any) -> type["Adapter"]:

@@ -31,9 +31,12 @@ from resources.dataset_files import (  # noqa: F401 - re-exported
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 
+# kinds defined in other modules, imported on first use (one line each; kinds defined below register themselves)
 DATASETS: Registry[type["Dataset"]] = Registry("dataset kind", base="resources.datasets:Dataset", builtins={
-    "bfcl": "resources.bfcl:BFCLDataset", "episodes": "resources.episodes:EpisodesDataset",
-    "lm_eval": "resources.lm_eval_bridge:LmEvalDataset"})  # kinds defined in other modules, imported on first use
+    "bfcl": "resources.bfcl:BFCLDataset",
+    "episodes": "resources.episodes:EpisodesDataset",
+    "lm_eval": "resources.lm_eval_bridge:LmEvalDataset",
+})
 
 
 @dataclass

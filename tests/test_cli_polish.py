@@ -185,3 +185,40 @@ def test_compare_with_force_shows_both_evaluations(lake_copy, instance):
     assert b in header and f"Δ {b} vs first" in header
     # and then each evaluation's own tables
     assert f"{a}: mean [95% CI]" in out and f"{b}: mean [95% CI]" in out
+
+
+@pytest.mark.parametrize("command", ["metrics", "datasets", "profiles"])
+def test_listings_fit_an_80_column_terminal(command):
+    """No line wider than the terminal: a table that does not fit becomes records whose long
+    values wrap under themselves (the `tool_calls` row, long descriptions)."""
+    out = runner.invoke(app, [command], env={"COLUMNS": "80"}).output
+    assert out.strip() and max(len(line) for line in out.splitlines()) <= 80, command
+    if command == "metrics":  # a wrapped value keeps every score name
+        assert "tool_call_precision" in out and "tool_call_recall" in out
+
+
+def test_help_paragraphs_reflow_to_the_terminal():
+    """Docstring paragraphs are re-flowed, not shown with their source line breaks
+    ("A partition holds one variant per / metric: ..." at 80 columns)."""
+    out = runner.invoke(app, ["score", "--help"], env={"COLUMNS": "80"}).output
+    assert "variant per metric" in " ".join(out.split())
+    assert all(len(line) <= 80 for line in out.splitlines())
+    lines = [line.strip() for line in out.splitlines()]
+    assert "variant per" not in lines and "metric's" not in lines  # no stub lines left by a source break
+
+
+def test_write_frame_counts_in_words(tmp_path):
+    from pipelines.cli_common import write_frame
+
+    assert write_frame(pl.DataFrame({"a": [1]}), tmp_path / "x.csv").startswith("wrote 1 row x 1 column to")
+    assert write_frame(pl.DataFrame({"a": [1, 2], "b": [3, 4]}), tmp_path / "y.csv").startswith("wrote 2 rows x 2 columns to")
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(capfd):
+    """A CI log or a redirected run gets no `\\r` bar lines (tqdm's disable=None)."""
+    from metric_ops import Sample
+    from metric_ops.suite import score_suite
+
+    samples = [Sample(str(i), "q", ("the cat sat",)) for i in range(300)]
+    score_suite({"b": ("bleu", {})}, samples, ["a cat sat"] * 300, workers=1, progress=True)
+    assert "scoring" not in capfd.readouterr().err
