@@ -13,6 +13,8 @@ The sentence-level sacrebleu BLEU is ``bleu`` in :mod:`metric_ops.lexical`.
 
 from __future__ import annotations
 
+import warnings
+
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
@@ -230,9 +232,11 @@ class NltkBLEU(Metric):
                 results.append({self.name: Score(0.0, detail={"empty": "hypothesis" if not hyp else "references"})})
                 continue
             try:
-                value = sentence_bleu(
-                    refs, hyp, weights=self._weights, smoothing_function=self._smooth, auto_reweigh=self.params["auto_reweigh"]
-                )
+                with warnings.catch_warnings():  # "the hypothesis contains 0 counts of N-gram overlaps": the value says so
+                    warnings.simplefilter("ignore", UserWarning)
+                    value = sentence_bleu(
+                        refs, hyp, weights=self._weights, smoothing_function=self._smooth, auto_reweigh=self.params["auto_reweigh"]
+                    )
             except AssertionError as exc:  # NLTK method6 needs a bigram match; NLTK asserts
                 results.append({self.name: Score.error(f"NLTK smoothing method{self.params['smoothing']}: {exc}")})
                 continue

@@ -50,7 +50,8 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
     from pipelines.agent_tables import print_pass_k_brief  # agent evaluations: pass^k per k (issue 17)
 
     print_pass_k_brief(lake, fingerprints)
-    console.print(f"lake: {lake.root}   try: facetlake sql \"select metric, count(*) from scores group by 1\"", highlight=False)
+    where = lake.root if "://" in lake.root else str(Path(lake.root).expanduser().resolve())  # "lake: lake" said little
+    console.print(f"lake: {where}   try: facetlake sql \"select metric, count(*) from scores group by 1\"", highlight=False)
 
 
 def print_verdicts(lake, fingerprint: str, correlations: bool = False) -> None:

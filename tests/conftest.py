@@ -9,6 +9,21 @@ from pathlib import Path
 
 import pytest
 
+# rouge-score, the reference the ROUGE tests compare with, imports absl.logging, whose handler writes to
+# the sys.stderr of the moment it was imported (pytest's capture file) and *closes* that stream when the
+# handler is closed, unless it is the current sys.stderr. Every Dagster run calls logging.config.dictConfig,
+# which closes all handlers: a later test's capture then fails with "I/O operation on closed file". Point
+# the handler at the process's own stderr, which it never closes. (The product does not import absl:
+# metric_ops/rouge_ngram_lcs.py computes ROUGE without rouge-score.)
+try:
+    import sys as _sys
+
+    from absl import logging as _absl_logging
+
+    _absl_logging.get_absl_handler().python_handler.setStream(_sys.__stderr__)
+except ImportError:  # pragma: no cover - rouge-score (and absl) not installed
+    pass
+
 warnings.filterwarnings("ignore", message=".*is currently in beta.*")
 warnings.filterwarnings("ignore", message=".*is currently in preview.*")
 
