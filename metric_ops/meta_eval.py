@@ -39,11 +39,11 @@ def pair_kind(a: str, b: str) -> str:
 
 
 def _percentile_ranks(values: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
+    from metric_ops.stats_corr import rank_average  # scipy's rankdata(method="average") without importing scipy.stats
 
     if values.size <= 1:
         return np.zeros_like(values, dtype=float)
-    return (rankdata(values, method="average") - 1) / (values.size - 1)
+    return (rank_average(values) - 1) / (values.size - 1)
 
 
 def paired_scores(scores: pl.DataFrame, a: str, b: str) -> pl.DataFrame:

@@ -205,9 +205,10 @@ def correlation(x: Sequence[float], y: Sequence[float], method: str) -> Correlat
     Undefined (None, with a note) for fewer than 3 pairs or a constant vector (constant
     up to float residue at the vector's scale, see :func:`is_constant`); never 0 in
     that case. Source: ``scipy.stats.pearsonr`` / ``spearmanr`` / ``kendalltau``
-    (tau-b, ties corrected).
+    (tau-b, ties corrected), computed by :mod:`metric_ops.stats_corr` without importing
+    ``scipy.stats`` (same values: tested against scipy).
     """
-    from scipy import stats
+    from metric_ops.stats_corr import kendall_tau_b, pearson, spearman
 
     if method not in CORRELATION_METHODS:
         raise StatsError(f"unknown correlation method {method!r}; use one of {', '.join(CORRELATION_METHODS)}")
@@ -218,19 +219,9 @@ def correlation(x: Sequence[float], y: Sequence[float], method: str) -> Correlat
     for name, v in (("x", a), ("y", b)):
         if is_constant(v):
             return Correlation(method, None, None, n, note=f"{name} is constant ({v[0]:g}); correlation undefined")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        if method == "pearson":
-            res = stats.pearsonr(a, b)
-            r, p = res.statistic, res.pvalue
-        elif method == "spearman":
-            res = stats.spearmanr(a, b)
-            r, p = res.statistic, res.pvalue
-        else:
-            res = stats.kendalltau(a, b)
-            r, p = res.statistic, res.pvalue
-    r = float(r)
-    p = float(p)
+        r, p = {"pearson": pearson, "spearman": spearman, "kendall": kendall_tau_b}[method](a, b)
     if not math.isfinite(r):
         return Correlation(method, None, None, n, note="undefined for these data")
     return Correlation(method, r, p if math.isfinite(p) else None, n)
