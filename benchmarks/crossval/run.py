@@ -113,12 +113,15 @@ def write_report(path: str | os.PathLike | None = None, data_dir: str | os.PathL
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.crossval.run [OUTPUT.md]``: write the report, print it, exit 1 on failure."""
+    """``python -m benchmarks.crossval.run [OUTPUT.md]``: write the report, print a summary
+    (the variants out of tolerance by name), exit 1 on failure."""
     args = sys.argv[1:] if argv is None else argv
     path, rows = write_report(args[0] if args else None)
-    print(path.read_text(encoding="utf-8"))
-    print(f"written to {path}")
-    return 0 if all(r["passed"] for r in rows) else 1
+    failed = [str(r.get("variant") or r.get("metric")) for r in rows if not r["passed"]]
+    print(f"{len(rows)} checks, {len(rows) - len(failed)} within tolerance"
+          + (f"; out of tolerance: {', '.join(failed)}" if failed else ""))
+    print(f"report written to {path}")
+    return 0 if not failed else 1
 
 
 if __name__ == "__main__":
