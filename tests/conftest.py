@@ -31,6 +31,37 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = PROJECT_ROOT / "data"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist (controller): hand the real ``COLUMNS`` (usually none) to each worker."""
+    node.workerinput["facetlake_columns"] = os.environ.get("COLUMNS")
+
+
+def pytest_configure(config):
+    """In a pytest-xdist worker, ``COLUMNS`` arrives set to 80 although the controller has
+    none; rich's console (pipelines/cli_common.py) would then pin its width at 80 for the
+    whole worker and ignore the ``COLUMNS`` a test passes to ``CliRunner.invoke``. Restore
+    the controller's value before any test module imports the CLI."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or "facetlake_columns" not in workerinput:
+        return
+    if workerinput["facetlake_columns"] is None:
+        os.environ.pop("COLUMNS", None)
+    else:
+        os.environ["COLUMNS"] = workerinput["facetlake_columns"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules holding a ``slow`` test first, each module kept whole and in its own order
+    (then the rest): under pytest-xdist the long tests and groups start at once instead of
+    trailing behind the fast ones on one worker; a serial run only changes order."""
+    def module(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    slow_modules = {module(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: module(item) not in slow_modules)  # stable: keeps order within
+
+
 @pytest.fixture(scope="session")
 def dagster_home(tmp_path_factory) -> Path:
     """A DAGSTER_HOME with the project's dagster.yaml, so tests exercise the real instance config."""

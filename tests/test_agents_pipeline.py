@@ -19,6 +19,9 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 
+# pytest-xdist: one worker runs this module (the demo lake is module-scoped; README "Tests")
+pytestmark = pytest.mark.xdist_group("agents_pipeline")
+
 TAU = Path(__file__).resolve().parents[1] / "data" / "tau-bench" / "gpt-4o-airline.json"
 runner = CliRunner()
 

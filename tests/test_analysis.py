@@ -16,6 +16,9 @@ from typer.testing import CliRunner
 from metric_ops import stats
 from tests.conftest import small_spec
 
+# pytest-xdist: one worker runs this module (the demo lake is built once per worker; README "Tests")
+pytestmark = pytest.mark.xdist_group("analysis")
+
 CONFIGS = Path(__file__).resolve().parents[1] / "pipelines" / "configs"
 runner = CliRunner()
 

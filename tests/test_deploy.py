@@ -15,7 +15,9 @@ import pytest
 
 from tests.support.services import deployment, lake_env
 
-pytestmark = pytest.mark.slow
+# pytest-xdist: one worker runs this module: its deployment (PostgreSQL database, RabbitMQ vhost,
+# moto, Celery workers, a daemon) is module-scoped and heavy (README "Tests")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("services")]
 KEY_ENV = "FACETLAKE_TEST_API_KEY"
 KEY = "sk-test-deploy-0c4e"
 

@@ -28,6 +28,9 @@ from resources.evidence import (
 )
 from resources.lake import LakeStore
 
+# pytest-xdist: one worker runs this module (the signed lake and keys are module-scoped; README "Tests")
+pytestmark = pytest.mark.xdist_group("evidence_signing")
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 
-pytestmark = pytest.mark.slow
+# pytest-xdist: one worker runs this module (the judge server and lake are module-scoped; README "Tests")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("judge_wire")]
 runner = CliRunner()
 
 

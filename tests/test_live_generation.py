@@ -21,6 +21,9 @@ from resources.lake import LakeStore
 from support.openai_server import TinyOpenAIServer
 from support.tiny_lm import build_tiny_lm
 
+# pytest-xdist: one worker runs this module (the tiny model's HTTP server is module-scoped; README "Tests")
+pytestmark = pytest.mark.xdist_group("live_generation")
+
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-test-SENTINEL-7f3a9c1e55"
 KEY_ENV = "FACETLAKE_TEST_API_KEY"

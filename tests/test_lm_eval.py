@@ -38,7 +38,8 @@ TASKS_DIR = ROOT / "resources" / "lm_eval_tasks"
 QA, MC = "facetlake_selfaware_qa", "facetlake_bfcl_function_choice"
 TOL = 1e-12
 runner = CliRunner()
-pytestmark = pytest.mark.slow
+# pytest-xdist: one worker runs this module (the lm-eval lakes and folders are module-scoped; README "Tests")
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lm_eval")]
 
 
 @pytest.fixture(scope="module", autouse=True)

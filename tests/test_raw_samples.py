@@ -16,6 +16,9 @@ from resources.evaluation import EvaluationSpec
 from resources.lake import LakeStore
 from resources.sql import query
 
+# pytest-xdist: one worker runs this module (the anonymised lake is module-scoped; README "Tests")
+pytestmark = pytest.mark.xdist_group("raw_samples")
+
 runner = CliRunner()
 
 # made-up people and places, unique to this test

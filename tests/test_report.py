@@ -28,6 +28,9 @@ import pytest
 from pipelines.report import write_report
 from tests.browser_support import chromium, open_report
 
+# pytest-xdist: one worker runs this module (the full lake and Chromium are module-scoped; README "Tests")
+pytestmark = pytest.mark.xdist_group("report")
+
 ALL_SECTIONS = ["overview", "headline", "radar", "boxes", "hallucination", "correlations", "triad", "jury",
                 "sample-heatmap", "bertscore", "timeline", "multirun", "samples"]
 
