@@ -36,7 +36,7 @@ import polars as pl
 
 from metric_ops.errors import FacetlakeError
 from resources.lake import LakeTables
-from resources.sql_views import create_view, native_readable
+from resources.sql_views import create_view, native_delta
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
 RAW_TABLES = frozenset({"samples_raw"})
@@ -170,8 +170,9 @@ class Connection:
             self.tables = [t for t in lake.tables() if include_raw or t not in RAW_TABLES]
             files: list[str] = []
             for table in self.tables:
-                if native_readable(lake, table):  # local: DuckDB's Parquet reader (resources/sql_views.py)
-                    files += create_view(self.con, lake, table)
+                delta = native_delta(lake, table)
+                if delta is not None:  # local: DuckDB's Parquet reader (resources/sql_views.py)
+                    files += create_view(self.con, delta, table)
                 else:
                     self.con.register(table, _dataset(lake, table))
             if files:  # exactly the files the views read: nothing else on disk becomes readable

@@ -16,7 +16,7 @@ Why not the Arrow dataset (the remote-lake path, :func:`resources.sql.register_t
   for ``facetlake sql``'s start-up.
 
 Delta features this reading relies on being absent: deletion vectors and column mapping
-(delta-rs writes neither; :func:`native_readable` checks the table's protocol and falls
+(delta-rs writes neither; :func:`native_delta` checks the table's protocol and falls
 back to the Arrow dataset otherwise). Remote (``s3://``...) lakes use the Arrow dataset:
 DuckDB would need its ``httpfs`` extension, a download.
 """
@@ -60,22 +60,23 @@ def _null_columns(con: Any, schema: Any, names: list[str]) -> dict[str, str]:
     return {name: f"CAST(NULL AS {t}) AS {_ident(name)}" for name, t in types.items()}
 
 
-def native_readable(lake: Any, table: str) -> bool:
-    """Whether ``table`` can be read from its Parquet files directly: a local table whose
-    protocol needs no reader feature (reader version 1; deletion vectors and column
-    mapping need a higher one)."""
+def native_delta(lake: Any, table: str) -> Any | None:
+    """The ``DeltaTable`` of ``table`` when it can be read from its Parquet files directly
+    (a local table whose protocol needs no reader feature: reader version 1; deletion
+    vectors and column mapping need a higher one), else None."""
     uri = lake.uri(table)
     if "://" in uri and not uri.startswith("file://"):
-        return False
-    return int(lake.delta(table).protocol().min_reader_version) <= 1
+        return None
+    delta = lake.delta(table)
+    return delta if int(delta.protocol().min_reader_version) <= 1 else None
 
 
-def create_view(con: Any, lake: Any, table: str) -> list[str]:
-    """Create the view ``table`` on ``con`` over the current version's files; returns the
-    file paths it reads (the connection's allowed paths must include them)."""
+def create_view(con: Any, delta: Any, table: str) -> list[str]:
+    """Create the view ``table`` on ``con`` over the current version of ``delta`` (from
+    :func:`native_delta`); returns the file paths it reads (the connection's allowed paths
+    must include them)."""
     import pyarrow as pa
 
-    delta = lake.delta(table)
     schema = pa.schema(delta.schema().to_arrow())
     files = [uri[len("file://"):] if uri.startswith("file://") else uri for uri in delta.file_uris()]
     if not files:  # created empty (resources/lake_commit.py): the columns, no rows

@@ -81,9 +81,9 @@ def test_unbounded_ranges_accept_infinite_values():
     assert check_range(Score(math.inf), (1.0, math.inf)).value == math.inf
 
 
-def _probe(values):
-    class Probe(Metric, register=False):
-        name = "test_probe"
+def _probe(values, probe_name: str = "test_probe", register: bool = False):
+    class Probe(Metric, register=register):
+        name = probe_name
         direction = Direction.MAXIMIZE
         dimension = "baseline_grounding"
         value_range = (0.0, 1.0)
@@ -296,15 +296,7 @@ def test_score_suite_applies_the_range_like_the_runner():
 
     values = [0.3, 1.0 + 5e-8, 1.2, -1e-9]
 
-    class SuiteProbe(Metric):  # registered by name: score_suite builds its metrics by name
-        name = "test_suite_range_probe"
-        direction = Direction.MAXIMIZE
-        dimension = "baseline_grounding"
-        value_range = (0.0, 1.0)
-
-        def score_batch(self, samples, outputs):
-            return [{self.name: Score(values[int(s.sample_id)])} for s in samples]
-
+    _probe(values, "test_suite_range_probe", register=True)  # registered by name: score_suite builds its metrics by name
     try:
         samples = [Sample(str(i), "q", ("r",)) for i in range(4)]
         out = score_suite({"p": ("test_suite_range_probe", {})}, samples, ["o"] * 4, workers=1, progress=False)["p"]
