@@ -22,7 +22,7 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
     from resources.evaluation import SpecError
     from pipelines.runner import get_instance, launch_evaluation, run_evaluation, summary_table
 
-    instance = get_instance()
+    instance = get_instance(capture_logs=submit or workers > 1)  # in-process runs print to this terminal
     fingerprints = []
     for spec in specs:
         console.print(f"[bold]evaluation[/] {spec.name}: dataset {spec.dataset.get('kind')}, models {', '.join(spec.models)}")
@@ -193,7 +193,7 @@ def score(
         fail(f"no generations or agent episodes under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first")
     try:
         params = [*param, *([f"judge={judge}"] if judge else [])]
-        done = rescore(metric, store, get_instance(), fingerprint=fingerprint, force=force, params=params, submit=submit)
+        done = rescore(metric, store, get_instance(capture_logs=submit), fingerprint=fingerprint, force=force, params=params, submit=submit)
     except (UnknownMetricError, ValueError, TypeError, LookupError, LaunchError) as exc:
         fail(str(exc))
     if not done:

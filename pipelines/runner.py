@@ -50,17 +50,29 @@ def _instance_lock(home: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def get_instance(ephemeral: bool = False) -> dg.DagsterInstance:
+def get_instance(ephemeral: bool = False, capture_logs: bool = True) -> dg.DagsterInstance:
     """The persistent Dagster instance under :func:`dagster_home` (or an ephemeral one).
     Runs of this host left in progress by a killed process are marked failed first
-    (pipelines/run_health.py)."""
+    (pipelines/run_health.py).
+
+    ``capture_logs=False`` is for a process that executes its runs itself (in process): their
+    stdout/stderr go to the terminal and are not copied into Dagster's compute logs, and the
+    default SQLite event log keeps one engine per file (pipelines/instance_storage.py). Runs
+    launched or submitted from this instance would inherit that (the run worker gets this
+    instance's settings), so only pass it where every run stays in this process."""
     if ephemeral:
         return dg.DagsterInstance.ephemeral()
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DAGSTER_HOME", str(home))
     with _instance_lock(Path(os.environ["DAGSTER_HOME"])):  # two first CLIs on a fresh home both create its SQLite tables
-        instance = dg.DagsterInstance.get()
+        home_dir = os.path.expanduser(os.environ["DAGSTER_HOME"])
+        if capture_logs or not os.path.isabs(home_dir):
+            instance = dg.DagsterInstance.get()  # (its own error for a relative $DAGSTER_HOME)
+        else:
+            from pipelines.instance_storage import in_process_instance
+
+            instance = in_process_instance(home_dir)
     fail_dead_runs(instance)  # runs of this host whose process was killed stop blocking the queue (issue 16)
     return instance
 

@@ -1,0 +1,153 @@
+"""The Dagster instance of a CLI process that executes its runs itself (issue 14).
+
+``facetlake run`` and ``facetlake score`` (without ``--submit``) materialise their assets in
+process: three to four short Dagster runs per evaluation. Two of the instance's stock
+components cost that process more than the assets of a small evaluation do, so such a
+process opens the same Dagster home with two overrides (:func:`in_process_instance`):
+
+- compute logs off (``NoOpComputeLogManager``): the runs print to the user's terminal
+  already; the stock manager mirrors stdout/stderr into files through two ``tail``
+  processes per run. Structured logs (``context.log``) stay in the event log.
+- :class:`CachedEngineSqliteEventLogStorage`, only where the home uses Dagster's default
+  SQLite storage: the stock :class:`SqliteEventLogStorage` opens a new SQLAlchemy engine
+  and connection for every event it stores (about 2 ms an event, ~25 events a run) and
+  loads Alembic's migration scripts twice for each new run's database (~45 ms a run);
+  this one keeps one connection per database file and loads the scripts once. Files,
+  tables and rows are the stock class's, so the UI and the daemon read these runs as any
+  other.
+
+A home configured with other storage (PostgreSQL in the deploy profile) keeps it.
+Runs launched or submitted from an instance get its settings, so the CLI opens this
+instance only where every run stays in its own process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections import OrderedDict
+from typing import Any, Iterator
+
+import dagster as dg
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+NO_COMPUTE_LOGS = {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
+STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+
+
+@functools.cache
+def _event_log_scripts() -> Any:
+    """Alembic's script directory of Dagster's event log schema, loaded once per process (the
+    stock class loads its ~90 migration files twice for every new run's database)."""
+    from alembic.script import ScriptDirectory
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from dagster._core.storage.sql import get_alembic_config
+
+    return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
+
+
+class CachedEngineSqliteEventLogStorage(SqliteEventLogStorage):
+    """Dagster's run-sharded SQLite event log storage that keeps one open connection per
+    database file (a run's shard or the index shard) instead of a new engine and connection
+    for every statement, and creates a new run's shard without reloading Alembic's scripts.
+
+    Same files (``<base_dir>/<run_id>.db`` and ``index.db``), schema, Alembic stamp and rows
+    as the stock class (tests/test_instance_storage.py compares them), so the UI and the
+    daemon read these runs as any other. Every use still takes the stock class's lock and
+    commits its own transaction; at most ``MAX_SHARDS`` connections stay open, least
+    recently used closed first, all of them on :meth:`dispose`. Config: ``base_dir`` (str),
+    as the stock class.
+    """
+
+    MAX_SHARDS = 8
+
+    def __init__(self, base_dir: str, inst_data: Any = None) -> None:
+        self._engines: OrderedDict[str, Any] = OrderedDict()
+        super().__init__(base_dir, inst_data=inst_data)
+
+    @classmethod
+    def from_config_value(cls, inst_data: Any, config_value: Any) -> "CachedEngineSqliteEventLogStorage":
+        """From the instance config (the stock class's method builds a stock instance)."""
+        return cls(inst_data=inst_data, **config_value)
+
+    def _engine(self, shard: str) -> Any:
+        from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
+        from dagster._core.storage.sql import create_engine
+        from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+        from sqlalchemy.pool import StaticPool
+
+        engine = self._engines.get(shard)
+        if engine is not None:
+            self._engines.move_to_end(shard)
+            return engine
+        new_run = shard != INDEX_SHARD_NAME and not os.path.exists(self.path_for_shard(shard))
+        # one connection per file, used under the stock class's lock (hence any thread may use it)
+        engine = create_engine(self.conn_string_for_shard(shard), poolclass=StaticPool,
+                               connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+        if shard not in self._initialized_dbs:
+            if new_run:
+                self._create_run_shard(engine)
+            else:
+                self._initdb(engine)
+            self._initialized_dbs.add(shard)
+        self._engines[shard] = engine
+        while len(self._engines) > self.MAX_SHARDS:
+            self._engines.popitem(last=False)[1].dispose()
+        return engine
+
+    def _create_run_shard(self, engine: Any) -> None:
+        """What the stock ``_initdb`` does for a database that does not exist yet: the event
+        log tables, WAL journal mode, and the Alembic stamp of the head revision."""
+        import sqlalchemy as db
+        from alembic.runtime.migration import MigrationContext
+        from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+
+        try:
+            with engine.connect() as conn:
+                SqlEventLogStorageMetadata.create_all(conn)
+                conn.execute(db.text("PRAGMA journal_mode=WAL;"))
+                MigrationContext.configure(conn).stamp(_event_log_scripts(), "head")
+                conn.commit()
+        except db.exc.DatabaseError:  # created meanwhile by another process: the stock path copes (and retries)
+            self._initdb(engine)
+
+    @contextlib.contextmanager
+    def _connect(self, shard: str) -> Iterator[Any]:
+        with self._db_lock:
+            with self._engine(shard).connect() as conn:
+                with conn.begin():
+                    yield conn
+
+    def dispose(self) -> None:
+        """Stop the watchers (stock) and close the connections."""
+        super().dispose()
+        with self._db_lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
+
+
+def in_process_overrides(home: str) -> dict[str, Any]:
+    """Instance overrides for a process that executes its own runs: compute logs off, and
+    the cached-engine event log where ``home``'s dagster.yaml keeps Dagster's default SQLite
+    storage (none of ``storage``, ``run_storage``, ``event_log_storage``,
+    ``schedule_storage`` set)."""
+    from dagster._core.instance.config import dagster_instance_config
+
+    config, _ = dagster_instance_config(home)
+    overrides: dict[str, Any] = {"compute_logs": dict(NO_COMPUTE_LOGS)}
+    if not any(config.get(key) for key in STORAGE_KEYS):
+        overrides["event_log_storage"] = {
+            "module": __name__, "class": CachedEngineSqliteEventLogStorage.__name__,
+            "config": {"base_dir": os.path.join(home, "history", "runs", "")},  # the stock default's folder
+        }
+    return overrides
+
+
+def in_process_instance(home: str) -> dg.DagsterInstance:
+    """The Dagster instance of ``home`` (an absolute folder holding dagster.yaml) with
+    :func:`in_process_overrides`; same run, event and schedule storage as the stock one."""
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides=in_process_overrides(home)))
