@@ -1,0 +1,150 @@
+"""The Dagster instance of an in-process CLI run (pipelines/instance_storage.py, issue 14).
+
+The CLI's in-process runs use an event log that keeps one SQLite connection per run file
+and creates a new run's file without reloading Alembic's scripts, and no compute-log
+capture. What must not change: the files, schema, Alembic stamp and rows the stock
+storage writes and reads (the UI and the daemon read these runs with the stock class), and
+any other storage a home configures (PostgreSQL). The saving is guarded by counting work:
+Alembic's script directory is loaded once per process, not twice per run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+from pipelines.instance_storage import CachedEngineSqliteEventLogStorage, in_process_instance, in_process_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _entry(run_id: str, message: str) -> EventLogEntry:
+    return EventLogEntry(error_info=None, level=20, user_message=message, run_id=run_id, timestamp=time.time())
+
+
+def _shape(path: Path) -> tuple:
+    conn = sqlite3.connect(path)
+    try:
+        schema = sorted(conn.execute("select type, name, tbl_name, sql from sqlite_master").fetchall(), key=str)
+        return schema, conn.execute("select version_num from alembic_version").fetchall(), conn.execute("pragma journal_mode").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_new_run_file_is_the_stock_one_and_the_stock_class_reads_it(tmp_path):
+    stock_dir, ours_dir = tmp_path / "stock", tmp_path / "ours"
+    stock_dir.mkdir()
+    ours_dir.mkdir()
+    stock = SqliteEventLogStorage(str(stock_dir))
+    ours = CachedEngineSqliteEventLogStorage(str(ours_dir))
+    for storage in (stock, ours):
+        for i in range(3):
+            storage.store_event(_entry("run-a", f"event {i}"))
+        storage.store_event(_entry("run-b", "other run"))
+    ours.dispose()
+    stock.dispose()
+    for run in ("run-a", "run-b"):
+        schema, stamp, journal = _shape(ours_dir / f"{run}.db")
+        assert (schema, stamp, journal) == _shape(stock_dir / f"{run}.db")
+        assert stamp and stamp[0][0] and journal == [("wal",)]
+    assert _shape(ours_dir / "index.db") == _shape(stock_dir / "index.db")
+    reader = SqliteEventLogStorage(str(ours_dir))  # what the UI and the daemon use
+    assert [e.user_message for e in reader.get_logs_for_run("run-a")] == ["event 0", "event 1", "event 2"]
+    assert [e.user_message for e in reader.get_logs_for_run("run-b")] == ["other run"]
+
+
+def test_connections_are_bounded_and_closed(tmp_path):
+    ours = CachedEngineSqliteEventLogStorage(str(tmp_path))
+    for i in range(ours.MAX_SHARDS + 5):
+        ours.store_event(_entry(f"run-{i}", "x"))
+    assert len(ours._engines) == ours.MAX_SHARDS  # least recently used closed first
+    assert f"run-{ours.MAX_SHARDS + 4}" in ours._engines and "run-0" not in ours._engines
+    ours.store_event(_entry("run-0", "again"))  # a closed file opens again, its rows intact
+    assert [e.user_message for e in ours.get_logs_for_run("run-0")] == ["x", "again"]
+    ours.dispose()
+    assert not ours._engines
+
+
+def test_overrides_keep_a_configured_storage(tmp_path):
+    default_home = tmp_path / "default"
+    default_home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", default_home / "dagster.yaml")
+    overrides = in_process_overrides(str(default_home))
+    assert overrides["compute_logs"]["class"] == "NoOpComputeLogManager"
+    assert overrides["event_log_storage"]["class"] == "CachedEngineSqliteEventLogStorage"
+    assert overrides["event_log_storage"]["config"]["base_dir"] == os.path.join(str(default_home), "history", "runs", "")
+    # the deploy profile's PostgreSQL storage (parsed, never connected) stays as configured
+    pg_home = tmp_path / "pg"
+    pg_home.mkdir()
+    (pg_home / "dagster.yaml").write_text(
+        "storage:\n  postgres:\n    postgres_db:\n      username: u\n      password: p\n      hostname: 127.0.0.1\n"
+        "      db_name: d\n      port: 5432\n"
+    )
+    assert set(in_process_overrides(str(pg_home))) == {"compute_logs"}
+    legacy_home = tmp_path / "legacy"
+    legacy_home.mkdir()
+    (legacy_home / "dagster.yaml").write_text(
+        "event_log_storage:\n  module: dagster._core.storage.event_log\n  class: SqliteEventLogStorage\n"
+        f"  config:\n    base_dir: {legacy_home / 'elsewhere'}\n"
+    )
+    assert set(in_process_overrides(str(legacy_home))) == {"compute_logs"}
+
+
+def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scripts_once(tmp_path, monkeypatch):
+    import dagster as dg
+    from alembic.script import ScriptDirectory
+    from dagster._core.instance.ref import InstanceRef
+
+    from pipelines import instance_storage
+    from pipelines.runner import materialize_samples, register
+    from resources.lake import LakeStore
+    from tests.conftest import small_spec
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    instance = in_process_instance(str(home))
+    assert type(instance.event_log_storage) is CachedEngineSqliteEventLogStorage
+    assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    resolved = register(small_spec(name="instance-storage", limit=5), lake, instance)
+    instance_storage._event_log_scripts.cache_clear()
+    loads = []
+    original = ScriptDirectory.from_config
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(lambda cls, cfg: loads.append(1) or original(cfg)))
+    runs = [materialize_samples(resolved.fingerprint, lake, instance).run_id for _ in range(3)]
+    assert len(loads) == 1  # the stock storage loads them twice for every run (check, then stamp)
+    stock = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))  # what `dagster dev` opens
+    assert type(stock.event_log_storage) is SqliteEventLogStorage
+    for run_id in runs:
+        assert stock.get_run_by_id(run_id).is_success
+        kinds = {e.dagster_event.event_type_value for e in stock.all_logs(run_id) if e.dagster_event}
+        assert {"ASSET_MATERIALIZATION", "STEP_SUCCESS", "PIPELINE_SUCCESS"} <= kinds
+        assert not list((home / "storage").glob(f"{run_id}/**/*.out"))  # no compute-log files in process
+    materialization = stock.get_latest_materialization_event(dg.AssetKey("samples"))
+    assert materialization is not None and materialization.run_id == runs[-1]
+    instance.dispose()
+
+
+@pytest.mark.parametrize("capture", [True, False])
+def test_get_instance_chooses_by_capture_logs(tmp_path, monkeypatch, capture):
+    from pipelines.runner import get_instance
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    instance = get_instance(capture_logs=capture)
+    expected = SqliteEventLogStorage if capture else CachedEngineSqliteEventLogStorage
+    assert type(instance.event_log_storage) is expected
+    # what a launched run's worker would get: the stock settings unless in process
+    assert (instance.get_ref().compute_logs_data.class_name == "NoOpComputeLogManager") is (not capture)
+    instance.dispose()
