@@ -42,10 +42,21 @@ def read_scores(lake: LakeStore, where: Mapping[str, Any], version: int | None =
     sufficient statistics); per-sample rows carry a null ``detail``. The per-sample
     details (JSON strings, the bulk of the table's bytes) are never decoded, so a read of
     a million score rows moves a fraction of the data."""
-    import pyarrow.dataset as ds
-
     if not lake.exists("scores"):
         return lake.read("scores", where=where)
+    scan = lake.native_scan("scores", version)
+    if scan is not None:  # a local lake: polars reads the files (resources/lake.py)
+        for column, value in where.items():
+            scan = scan.filter(pl.col(column).is_in([value] if isinstance(value, str) else list(value)))
+        names = scan.collect_schema().names()
+        rows, corpus = pl.collect_all([
+            scan.filter(pl.col("sample_id").is_not_null()).select([c for c in names if c != "detail"]),
+            scan.filter(pl.col("sample_id").is_null()),
+        ])
+        rows = rows.with_columns(pl.lit(None, pl.String).alias("detail")).select(corpus.columns)
+        return fill_params(pl.concat([rows, corpus], how="vertical"))
+    import pyarrow.dataset as ds
+
     dataset = lake.arrow_dataset("scores", version)
     expr = None
     for column, value in where.items():

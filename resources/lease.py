@@ -94,8 +94,13 @@ class Lease:
 
     def _current(self) -> tuple[Any, dict[str, Any] | None]:
         delta = self.lake.delta(LEASES)
-        table = delta.to_pyarrow_table(filters=[("fingerprint", "=", self.fingerprint), ("model", "=", self.model)])
-        rows = table.to_pylist()
+        scan = self.lake.native_scan(LEASES, delta=delta)  # this version exactly: the commit below is conditional on it
+        if scan is not None:
+            import polars as pl
+
+            rows = scan.filter((pl.col("fingerprint") == self.fingerprint) & (pl.col("model") == self.model)).collect().to_dicts()
+        else:
+            rows = delta.to_pyarrow_table(filters=[("fingerprint", "=", self.fingerprint), ("model", "=", self.model)]).to_pylist()
         if len(rows) > 1:  # never written by this module; keep the newest
             rows.sort(key=lambda r: r["acquired_at"])
         return delta, (rows[-1] if rows else None)
