@@ -14,6 +14,7 @@ it, so two numbers with different settings are never averaged together.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, field
 from importlib import metadata as _importlib_metadata
@@ -109,8 +110,10 @@ class Score:
         return cls(None, "error", {"error": message, **detail})
 
 
+@functools.lru_cache(maxsize=None)
 def library_version(dist: str) -> str:
-    """Installed version of distribution ``dist`` or ``"absent"``."""
+    """Installed version of distribution ``dist`` or ``"absent"`` (looked up once per
+    process: each lookup scans the installed distributions' metadata, ~1 ms)."""
     try:
         return _importlib_metadata.version(dist)
     except _importlib_metadata.PackageNotFoundError:

@@ -67,7 +67,7 @@ def native_delta(lake: Any, table: str) -> Any | None:
     uri = lake.uri(table)
     if "://" in uri and not uri.startswith("file://"):
         return None
-    delta = lake.delta(table)
+    delta = lake._read_delta(table)
     return delta if int(delta.protocol().min_reader_version) <= 1 else None
 
 

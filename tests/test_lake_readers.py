@@ -136,3 +136,29 @@ def test_a_small_run_loads_neither_pandas_nor_pyarrow_dataset(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout[-2000:]
+
+
+def test_reads_follow_every_commit_and_a_table_made_again(tmp_path):
+    import shutil
+
+    from deltalake import DeltaTable
+
+    from resources.lake import LakeStore
+
+    from tests.test_lake import score_row
+
+    rows = lambda n, v: [score_row("m", "f" * 64, f"s{i}", value=v) for i in range(n)]  # noqa: E731
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    other = LakeStore(root=str(tmp_path / "lake"))  # another resource instance of the same lake (each Dagster run has one)
+    assert lake.version("scores") is None and not lake.exists("scores") and lake.read("scores").height == 0
+    for step in range(1, 4):
+        other.replace("scores", rows(step, float(step)), {"model": "m", "fingerprint": "f" * 64})
+        assert lake.version("scores") == DeltaTable(lake.uri("scores")).version()
+        assert lake.read("scores")["value"].to_list() == [float(step)] * step  # never a cached older version
+    shutil.rmtree(tmp_path / "lake" / "scores")  # deleted, then made again: its version numbers start over
+    assert not lake.exists("scores") and lake.read("scores").height == 0
+    other.replace("scores", rows(2, 9.0), {"model": "m", "fingerprint": "f" * 64})
+    other.replace("scores", rows(1, 7.0), {"model": "m", "fingerprint": "f" * 64})
+    assert lake.version("scores") == DeltaTable(lake.uri("scores")).version()
+    assert lake.read("scores")["value"].to_list() == [7.0]
+    assert lake.read("scores", version=lake.version("scores") - 1)["value"].to_list() == [9.0, 9.0]
