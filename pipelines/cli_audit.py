@@ -29,13 +29,15 @@ def _show_warnings(caught: list[warnings.WarningMessage]) -> None:
         err.print(f"[yellow]warning:[/] {w.message}")
 
 
-def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] = None, profile: Optional[str] = None):
+def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] = None, profile: Optional[str] = None,
+                 in_process: bool = False):
     """The evaluation spec of ``facetlake run`` with its command-line options applied.
 
     ``offline`` sets ``FACETLAKE_OFFLINE=1`` for this process and lists what will be
     refused; ``anonymise`` replaces the spec's ``privacy.anonymise``; ``profile`` adds the
-    profile's metrics (warning for a dimension with fewer than two). Bad input exits with
-    a message naming it.
+    profile's metrics (warning for a dimension with fewer than two); ``in_process``: the
+    run follows in this process, which keeps the checked outputs files for it. Bad input
+    exits with a message naming it.
     """
     from metric_ops.registry import REGISTRY
     from resources.backends import BACKENDS, parse_model_spec
@@ -56,7 +58,7 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
         except (SpecError, PrivacyConfigError, ProfileError) as exc:
             fail(str(exc))
     _show_warnings(caught)
-    _check_precomputed_files(spec)
+    _check_precomputed_files(spec, keep=in_process)
     if policy.active:
         console.print(f"outbound anonymisation: {policy.label}" + (f" (forced by administrator: {','.join(policy.forced)})" if policy.forced else ""))
     if offline or os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
@@ -83,16 +85,16 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
     return spec
 
 
-def _check_precomputed_files(spec) -> None:
+def _check_precomputed_files(spec, keep: bool = False) -> None:
     """Read every ``precomputed:FILE`` model's outputs file now, so a bad file (bytes that
     are not UTF-8, malformed rows, no rows, a repeated sample id) is refused in one line
-    before any Dagster run."""
+    before any Dagster run (``keep``: for this process's run to take, not parse again)."""
     from resources.backends import BackendError, ModelSpecError, PrecomputedBackend
 
     for slug, model_spec in spec.models.items():
         if model_spec.startswith("precomputed:") and not model_spec.startswith("precomputed:column="):
             try:
-                PrecomputedBackend(model_spec).check_file()
+                PrecomputedBackend(model_spec).check_file(keep=keep)
             except (BackendError, ModelSpecError) as exc:
                 fail(f"model {slug}: {exc}")
 

@@ -131,7 +131,7 @@ def run(
     """
     from pipelines.cli_audit import after_run, spec_for_run
 
-    spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile)
+    spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile, in_process=not submit and workers == 1)
     run_specs([spec], open_lake(lake), f"{config.name}: mean per model x metric", take_over=take_over, replace=replace,
                submit=submit, workers=workers)
     after_run(spec, open_lake(lake))

@@ -108,6 +108,9 @@ class ModelBackend(abc.ABC):
         )
 
 
+_PARSED_OUTPUTS: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
 class PrecomputedBackend(ModelBackend):
     """Outputs produced elsewhere: a file (``precomputed:PATH``) or a sample field
     (``precomputed:column=NAME``, e.g. the real system outputs in SF-RES and QAGS, or
@@ -133,15 +136,30 @@ class PrecomputedBackend(ModelBackend):
             self.path = Path(target).expanduser()
         self._outputs: dict[str, Any] | None = None
 
-    def _load_file(self) -> dict[str, Any]:
+    def _load_file(self, keep: bool = False) -> dict[str, Any]:
         """``sample_id -> output`` from the outputs file; raises :class:`BackendError` naming
         the file and line for unreadable bytes (UTF-8 expected; a byte-order mark is
-        dropped), malformed rows, a missing column, a repeated sample id or no rows."""
-        from resources.datasets import DatasetError, _read_table_file
+        dropped), malformed rows, a missing column, a repeated sample id or no rows.
 
+        ``keep``: hold the parsed file for this process's next load of the same file state
+        (path, size, modification time), which takes it: the CLI checks every outputs file
+        before the run and the run's generations then read each again (issue 14)."""
         assert self.path is not None
         if not self.path.exists():
             raise BackendError(f"precomputed outputs file {self.path} does not exist")
+        st = self.path.stat()
+        key = (str(self.path.resolve()), st.st_size, st.st_mtime_ns)
+        outputs = _PARSED_OUTPUTS.pop(key, None)
+        if outputs is None:
+            outputs = self._parse_file()
+        if keep:
+            _PARSED_OUTPUTS[key] = outputs
+        return outputs
+
+    def _parse_file(self) -> dict[str, Any]:
+        from resources.datasets import DatasetError, _read_table_file
+
+        assert self.path is not None
         try:
             rows = _read_table_file(self.path, fix="re-save the outputs file as UTF-8 (it looks like {guess})")
         except DatasetError as exc:
@@ -169,12 +187,13 @@ class PrecomputedBackend(ModelBackend):
             first_line[sid] = f"line {lines[i - 1]}" if lines else f"row {i}"
         return outputs
 
-    def check_file(self) -> int:
+    def check_file(self, keep: bool = False) -> int:
         """Read and check the outputs file now (before any run); returns its row count.
-        Raises :class:`BackendError` as :meth:`_load_file`. No-op (0) for ``column=``."""
+        Raises :class:`BackendError` as :meth:`_load_file`. No-op (0) for ``column=``.
+        ``keep``: this process's run reads the file next (:meth:`_load_file`)."""
         if self.path is None:
             return 0
-        self._outputs = self._load_file()
+        self._outputs = self._load_file(keep=keep)
         return len(self._outputs)
 
     def identity(self) -> dict[str, Any]:

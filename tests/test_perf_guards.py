@@ -280,3 +280,38 @@ def test_clean_samples_are_checked_without_importing_great_expectations():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-2:] == ["False", "False"]  # neither Great Expectations nor pandas loaded for clean data
+
+
+# --------------------------------------------------------------------------- precomputed outputs parsed once per run
+def test_a_run_parses_each_precomputed_file_once_and_a_changed_file_again(tmp_path, instance, monkeypatch):
+    """`facetlake run` checks every outputs file before the run and the in-process run's
+    generations take the parsed file instead of reading it again; a file changed in between
+    is read again (its new content is what the run stores)."""
+    import json
+
+    from pipelines.cli_audit import spec_for_run
+    from pipelines.runner import run_evaluation
+    from resources.backends import PrecomputedBackend
+    from resources.lake import LakeStore
+
+    data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())[:12]
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("".join(json.dumps({"id": str(i), "input": d["source"], "ref": d["reference"]}) + "\n" for i, d in enumerate(data)))
+    outs = {m: tmp_path / f"{m}.jsonl" for m in ("a", "b")}
+    for m, path in outs.items():
+        path.write_text("".join(json.dumps({"sample_id": str(i), "output": f"{m} {d['system_output']}"}) + "\n" for i, d in enumerate(data)))
+    config = tmp_path / "spec.yaml"
+    config.write_text(f"name: parse-once\ndataset: {{kind: file, path: {dataset}, mapping: {{input: input, references: ref, sample_id: id}}}}\n"
+                      f"models: {{a: 'precomputed:{outs['a']}', b: 'precomputed:{outs['b']}'}}\nmetrics: [bleu]\n")
+    parsed: list[str] = []
+    original = PrecomputedBackend._parse_file
+    monkeypatch.setattr(PrecomputedBackend, "_parse_file", lambda self: parsed.append(self.path.name) or original(self))
+    spec = spec_for_run(config, in_process=True)
+    assert sorted(parsed) == ["a.jsonl", "b.jsonl"]
+    outs["b"].write_text("".join(json.dumps({"sample_id": str(i), "output": "changed"}) + "\n" for i in range(len(data))))
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    run_evaluation(spec, lake, instance)
+    assert sorted(parsed) == ["a.jsonl", "b.jsonl", "b.jsonl"]  # a: once; b: again, it changed after the check
+    stored = lake.read("generations", columns=["model", "output"])
+    assert set(stored.filter(pl.col("model") == "b")["output"]) == {"changed"}
+    assert stored.filter(pl.col("model") == "a")["output"].str.starts_with("a ").all()
