@@ -13,7 +13,8 @@ from assets.common import evaluation_fingerprint, markdown_table, record_run, sa
 from metric_ops.base import Sample
 from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
-from resources.datasets import DATASETS, content_hash
+from resources.datasets import DATASETS
+from resources.evaluation import load_dataset
 from resources.lake import LakeStore
 from resources.privacy import samples_for_lake, store_raw_samples
 
@@ -241,8 +242,7 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
     row = evaluation_row(lake, fingerprint)
     spec = evaluation_spec(lake, fingerprint)
     dataset = spec.make_dataset()
-    loaded = dataset.load()
-    digest = content_hash(loaded)
+    loaded, digest = load_dataset(dataset)  # what this process's registration loaded, when the file is unchanged
     if digest != row["dataset_hash"]:
         raise dg.Failure(
             f"dataset {dataset.display_name!r} changed since fingerprint {fingerprint[:12]} was registered "

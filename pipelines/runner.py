@@ -78,7 +78,8 @@ def get_instance(ephemeral: bool = False, capture_logs: bool = True) -> dg.Dagst
 
 
 def register(
-    spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance | None, *, take_over: bool = False, replace: bool = False
+    spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance | None, *, take_over: bool = False, replace: bool = False,
+    in_process: bool = False,
 ) -> ResolvedEvaluation:
     """Load and hash the dataset, record the evaluation in the catalog (its name owns the
     fingerprint; a changed dataset makes a new current fingerprint and keeps the old one
@@ -89,6 +90,8 @@ def register(
     before anything is generated or written; so are collisions with another evaluation's
     name or fingerprint (:class:`~resources.catalog.CatalogCollisionError`) unless
     ``take_over`` / ``replace``. The returned object's ``registration`` says what changed.
+    ``in_process``: this process materialises the samples next (the loaded dataset is
+    handed to it, :func:`resources.evaluation.load_dataset`).
     """
     from collections import Counter
 
@@ -100,7 +103,7 @@ def register(
         REGISTRY.resolve(name)  # UnknownMetricError with "did you mean"
     for model_spec_string in spec.models.values():
         parse_model_spec(model_spec_string)  # ModelSpecError with an example
-    resolved = resolve(spec)
+    resolved = resolve(spec, keep=in_process)
     duplicates = sorted(k for k, n in Counter(s.sample_id for s in resolved.samples).items() if n > 1)
     if duplicates:
         raise DatasetError(
@@ -217,7 +220,7 @@ def run_evaluation(
         from pipelines.lm_eval_run import run_lm_eval_spec
 
         return run_lm_eval_spec(spec, lake, instance)
-    resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
+    resolved = register(spec, lake, instance, take_over=take_over, replace=replace, in_process=True)
     materialize_samples(resolved.fingerprint, lake, instance)
     selection = pair_selection(spec)
     for pair in pairs_of(lake, resolved.fingerprint):

@@ -315,3 +315,41 @@ def test_a_run_parses_each_precomputed_file_once_and_a_changed_file_again(tmp_pa
     stored = lake.read("generations", columns=["model", "output"])
     assert set(stored.filter(pl.col("model") == "b")["output"]) == {"changed"}
     assert stored.filter(pl.col("model") == "a")["output"].str.starts_with("a ").all()
+
+
+# --------------------------------------------------------------------------- the dataset loaded once per run
+def test_a_run_loads_its_dataset_once_and_a_changed_dataset_is_still_refused(tmp_path, instance, monkeypatch):
+    """Registration loads, normalises and hashes the dataset; the in-process samples asset
+    takes those samples instead of loading again. A dataset file changed after the
+    registration is loaded again by the asset and refused (its hash is not the registered one)."""
+    import json
+
+    import dagster as dg
+
+    from pipelines.runner import materialize_samples, register, run_evaluation
+    from resources.datasets import Dataset
+    from resources.evaluation import EvaluationSpec
+    from resources.lake import LakeStore
+
+    data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())[:15]
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps({"id": str(i), "input": d["source"], "ref": d["reference"], "out": d["system_output"]}) + "\n"
+                            for i, d in enumerate(data)))
+    spec = EvaluationSpec.from_mapping({
+        "name": "load-once", "dataset": {"kind": "file", "path": str(path), "mapping": {"input": "input", "references": "ref", "sample_id": "id"}},
+        "models": {"m": "precomputed:column=out"}, "metrics": ["bleu"]})
+    loads: list[int] = []
+    original = Dataset.load
+    monkeypatch.setattr(Dataset, "load", lambda self: loads.append(1) or original(self))
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    run_evaluation(spec, lake, instance)
+    assert len(loads) == 1
+    assert lake.read("samples")["sample_id"].n_unique() == 15
+    # registered, then the file changes before the samples run: loaded again and refused
+    loads.clear()
+    other = LakeStore(root=str(tmp_path / "lake2"))
+    resolved = register(spec, other, instance, in_process=True)
+    path.write_text(path.read_text().replace(data[0]["source"], "changed text", 1))
+    with pytest.raises(dg.Failure, match="changed since fingerprint"):
+        materialize_samples(resolved.fingerprint, other, instance)
+    assert len(loads) == 2
