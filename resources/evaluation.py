@@ -89,9 +89,14 @@ def model_keys(specs: list[Any], where: str) -> dict[str, str]:
     return out
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces) used for hashing."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Deterministic JSON (sorted keys, no spaces) used for hashing: ``json.dumps(value,
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``, through one
+    encoder (``json.dumps`` with options builds a new one per call; this is called per sample)."""
+    return _CANONICAL.encode(value)
 
 
 def fingerprint_of(inputs: Mapping[str, Any]) -> str:
