@@ -68,6 +68,30 @@ _READ_CACHE_LOCK = threading.Lock()
 _READ_CACHE_SIZE = 64
 
 
+def _local_root(delta: Any) -> tuple[str, str]:
+    """(the table folder as deltalake writes it in file URIs, the folder on disk) of a local
+    table: deltalake percent-encodes the folder's own name (``my lake`` -> ``my%20lake``)."""
+    from urllib.parse import unquote
+
+    uri = str(delta.table_uri)
+    encoded = uri[len("file://"):] if uri.startswith("file://") else uri
+    return encoded, unquote(encoded)
+
+
+def local_table_files(delta: Any) -> list[str]:
+    """Paths on disk of the current data files of a local ``deltalake.DeltaTable``.
+
+    ``file_uris()`` percent-encodes the whole path, while on disk only the partition
+    folders' names are encoded (Hive's escaping: ``model=a%3Ab``): so only the table
+    folder's part is decoded. A lake under ``/tmp/my lake`` was unreadable without this."""
+    encoded, real = _local_root(delta)
+    files = []
+    for uri in delta.file_uris():
+        path = uri[len("file://"):] if uri.startswith("file://") else uri
+        files.append(real + path[len(encoded):] if encoded != real and path.startswith(encoded) else path)
+    return files
+
+
 def _latest_commit(log: Path) -> tuple[int, int, int] | None:
     """(version, inode, mtime_ns) of the newest commit file (``NNN...N.json``, 20 digits) in a
     local ``_delta_log``; None when there is none (no table). Delta's own rule for the
@@ -308,6 +332,9 @@ class LakeTables:
             return None
         delta = delta if delta is not None else self._read_delta(table, version)
         if int(delta.protocol().min_reader_version) > 1:
+            return None
+        root = _local_root(delta)
+        if root[0] != root[1]:  # a folder name deltalake percent-encodes (a space, é, #): polars would not find the files
             return None
         return pl.scan_delta(delta)
 

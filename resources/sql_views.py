@@ -78,7 +78,9 @@ def create_view(con: Any, delta: Any, table: str) -> list[str]:
     import pyarrow as pa
 
     schema = pa.schema(delta.schema().to_arrow())
-    files = [uri[len("file://"):] if uri.startswith("file://") else uri for uri in delta.file_uris()]
+    from resources.lake import local_table_files
+
+    files = local_table_files(delta)  # as on disk: a lake folder named "my lake" is not "my%20lake"
     if not files:  # created empty (resources/lake_commit.py): the columns, no rows
         nulls = _null_columns(con, schema, schema.names)
         con.execute(f"CREATE VIEW {_ident(table)} AS SELECT {', '.join(nulls[n] for n in schema.names)} WHERE false")

@@ -162,3 +162,21 @@ def test_reads_follow_every_commit_and_a_table_made_again(tmp_path):
     assert lake.version("scores") == DeltaTable(lake.uri("scores")).version()
     assert lake.read("scores")["value"].to_list() == [7.0]
     assert lake.read("scores", version=lake.version("scores") - 1)["value"].to_list() == [9.0, 9.0]
+
+
+def test_a_lake_in_a_folder_with_a_space_accent_and_hash(tmp_path, instance):
+    """deltalake percent-encodes the table folder in its file URIs ("my%20lake"); the lake's
+    readers must find the files on disk (a run and `facetlake sql` failed on such a lake)."""
+    from pipelines.runner import run_evaluation
+    from resources.lake import LakeStore, local_table_files
+    from resources.sql import query
+    from tests.conftest import small_spec
+
+    lake = LakeStore(root=str(tmp_path / "my lé#1 lake"))
+    resolved = run_evaluation(small_spec(name="odd-folder", limit=12), lake, instance)
+    scores = lake.read("scores", where={"fingerprint": resolved.fingerprint})
+    assert scores.height > 0 and scores["sample_id"].drop_nulls().n_unique() == 12
+    assert all(Path(f).exists() for f in local_table_files(lake.delta("scores")))
+    by_sql = query(lake, "select metric, count(*) as n from scores where sample_id is not null group by 1 order by 1")
+    expected = scores.filter(pl.col("sample_id").is_not_null()).group_by("metric").len().sort("metric")
+    assert by_sql["metric"].to_list() == expected["metric"].to_list() and by_sql["n"].to_list() == expected["len"].to_list()
