@@ -36,6 +36,8 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
         reg = resolved.registration
         for notice in reg.notices:
             console.print(f"  [yellow]notice:[/] {notice}", highlight=False)
+        for line in resolved.reused:
+            console.print(f"  reused: {line}", highlight=False)
         console.print(f"  fingerprint {resolved.fingerprint[:12]}  partition {reg.partition_key}  ({len(resolved.samples)} samples)",
                       highlight=False)
         from resources.catalog import pairs_of

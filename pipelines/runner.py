@@ -224,10 +224,25 @@ def run_evaluation(
     materialize_samples(resolved.fingerprint, lake, instance)
     selection = pair_selection(spec)
     for pair in pairs_of(lake, resolved.fingerprint):
-        _materialize(selection, pair["partition_key"], lake, instance)
+        resolved.reused.extend(reuse_lines(_materialize(selection, pair["partition_key"], lake, instance), pair["model"]))
     if not verdicts_current(lake, resolved.fingerprint):
         materialize_analysis(resolved.fingerprint, lake, instance)  # summary, comparisons, correlations (episode_summary)
     return resolved
+
+
+def reuse_lines(result: dg.ExecuteInProcessResult, model: str) -> list[str]:
+    """What a pair run reused, from its materialisations' metadata: the model's outputs
+    (unchanged source and samples) and the metrics whose scores were computed from identical
+    inputs. One line each, for the CLI (the assets log them at INFO, below the console's level)."""
+    lines = []
+    for event in result.get_asset_materialization_events():
+        key = event.asset_key.to_user_string() if event.asset_key else ""
+        meta = {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
+        if key == "generations" and meta.get("reused") is True:
+            lines.append(f"{model}: outputs unchanged since run {str(meta.get('reused_from_run', ''))[:8]} (same source and samples)")
+        if key == "scores" and meta.get("reused") not in (None, "", "none"):
+            lines.append(f"{model}: scores kept for {meta['reused']} (same inputs, same metric signature)")
+    return lines
 
 
 def launch_evaluation(

@@ -328,6 +328,8 @@ class ResolvedEvaluation:
     dataset_name: str
     # what registering it did (resources.catalog.Registration), set by pipelines.runner.register
     registration: Any = None
+    # what an in-process run reused instead of computing again, one line each (pipelines.runner.run_evaluation)
+    reused: list[str] = field(default_factory=list)
 
     @property
     def fingerprint_inputs(self) -> dict[str, Any]:

@@ -222,3 +222,18 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(capfd):
     samples = [Sample(str(i), "q", ("the cat sat",)) for i in range(300)]
     score_suite({"b": ("bleu", {})}, samples, ["a cat sat"] * 300, workers=1, progress=True)
     assert "scoring" not in capfd.readouterr().err
+
+
+def test_a_run_says_what_it_reused(tmp_path, instance):
+    """`facetlake run --help` promises the run says what it reused: the assets log it at INFO
+    (below the console's level), so the in-process run collects it for the CLI to print."""
+    from pipelines.runner import run_evaluation
+    from resources.lake import LakeStore
+    from tests.conftest import small_spec
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    first = run_evaluation(small_spec(name="says-reused", limit=8, metrics=("bleu", "token_f1")), lake, instance)
+    assert first.reused == []
+    again = run_evaluation(small_spec(name="says-reused", limit=8, metrics=("bleu", "token_f1")), lake, instance)
+    assert again.reused[0].startswith("sfres-system: outputs unchanged since run ")
+    assert again.reused[1].startswith("sfres-system: scores kept for bleu, token_f1") and "same inputs" in again.reused[1]
