@@ -138,11 +138,16 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+_DETAIL_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, sort_keys=True)
+
+
 def detail_json(detail: Any) -> str:
-    """Serialise a ``detail`` mapping to compact JSON (numpy values converted)."""
+    """Serialise a ``detail`` mapping to compact JSON (numpy values converted): the text of
+    ``json.dumps(detail, default=..., ensure_ascii=False, sort_keys=True)``, through one
+    encoder (``json.dumps`` with options builds a new one per call; this runs per score row)."""
     if not detail and isinstance(detail, dict):
         return "{}"
-    return json.dumps(detail, default=_json_default, ensure_ascii=False, sort_keys=True)
+    return _DETAIL_ENCODER.encode(detail)
 
 
 def score_rows(

@@ -12,9 +12,21 @@ process opens the same Dagster home with two overrides (:func:`in_process_instan
   SQLite storage: the stock :class:`SqliteEventLogStorage` opens a new SQLAlchemy engine
   and connection for every event it stores (about 2 ms an event, ~25 events a run) and
   loads Alembic's migration scripts twice for each new run's database (~45 ms a run);
-  this one keeps one connection per database file and loads the scripts once. Files,
-  tables and rows are the stock class's, so the UI and the daemon read these runs as any
-  other.
+  this one keeps one connection per database file *while a run of this process is in
+  progress* and loads the scripts once. Files, tables and rows are the stock class's, so
+  the UI and the daemon read these runs as any other.
+
+Why only during a run: SQLite's locks are POSIX advisory locks, which a process loses on
+*every* file descriptor of that file as soon as it closes any one of them. A connection
+held open after the runs (as the first version of this class did) was corrupted ("database
+disk image is malformed") when the same process later read the home's files in any other
+way (a copy, an archive, a hash of the folder) and another process then wrote to them:
+that process believed it was alone and rebuilt the WAL index under the open connection.
+The stock class holds a connection only for one statement; this one holds them from a
+run's start to its end and closes them all then, so between runs, and after a command, the
+process holds nothing open (tests/test_instance_storage.py reproduces the corruption). A
+forked child forgets the parent's connections without closing them (closing an inherited
+SQLite connection in a child is another way to corrupt the file).
 
 A home configured with other storage (PostgreSQL in the deploy profile) keeps it.
 Runs launched or submitted from an instance get its settings, so the CLI opens this
@@ -26,11 +38,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import weakref
 from collections import OrderedDict
 from typing import Any, Iterator
 
 import dagster as dg
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+_LIVE: "weakref.WeakSet[CachedEngineSqliteEventLogStorage]" = weakref.WeakSet()
+_INHERITED: list[Any] = []  # a forked child's copies of its parent's connections: kept, never closed
+
+
+def _forget_connections_in_child() -> None:
+    """After ``fork()``, in the child: drop (but keep referenced, so never close) every
+    connection inherited from the parent; the child opens its own when it needs them."""
+    for storage in list(_LIVE):
+        _INHERITED.extend(storage._engines.values())
+        storage._engines = OrderedDict()
+        storage._open_runs = set()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_connections_in_child)
+
 
 NO_COMPUTE_LOGS = {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
 STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
@@ -48,23 +78,28 @@ def _event_log_scripts() -> Any:
 
 
 class CachedEngineSqliteEventLogStorage(SqliteEventLogStorage):
-    """Dagster's run-sharded SQLite event log storage that keeps one open connection per
-    database file (a run's shard or the index shard) instead of a new engine and connection
-    for every statement, and creates a new run's shard without reloading Alembic's scripts.
+    """Dagster's run-sharded SQLite event log storage that, while a run stored through it is
+    in progress (from its ``RUN_START`` event to its ``RUN_SUCCESS`` / ``RUN_FAILURE`` /
+    ``RUN_CANCELED``), keeps one open connection per database file (a run's shard or the
+    index shard) instead of a new engine and connection for every statement, and creates a
+    new run's shard without reloading Alembic's scripts.
 
     Same files (``<base_dir>/<run_id>.db`` and ``index.db``), schema, Alembic stamp and rows
     as the stock class (tests/test_instance_storage.py compares them), so the UI and the
     daemon read these runs as any other. Every use still takes the stock class's lock and
     commits its own transaction; at most ``MAX_SHARDS`` connections stay open, least
-    recently used closed first, all of them on :meth:`dispose`. Config: ``base_dir`` (str),
-    as the stock class.
+    recently used closed first. When no run is in progress every connection is closed after
+    its statement, as the stock class does (see the module docstring for why), and all of
+    them on :meth:`dispose`. Config: ``base_dir`` (str), as the stock class.
     """
 
     MAX_SHARDS = 8
 
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         self._engines: OrderedDict[str, Any] = OrderedDict()
+        self._open_runs: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
+        _LIVE.add(self)
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Any) -> "CachedEngineSqliteEventLogStorage":
@@ -115,17 +150,43 @@ class CachedEngineSqliteEventLogStorage(SqliteEventLogStorage):
     @contextlib.contextmanager
     def _connect(self, shard: str) -> Iterator[Any]:
         with self._db_lock:
-            with self._engine(shard).connect() as conn:
-                with conn.begin():
-                    yield conn
+            try:
+                with self._engine(shard).connect() as conn:
+                    with conn.begin():
+                        yield conn
+            finally:
+                if not self._open_runs:  # nothing in progress: hold nothing open (module docstring)
+                    self._close_engines()
+
+    def store_event(self, event: Any) -> None:
+        """The stock method; a run's ``RUN_START`` opens its connection-keeping window and
+        its terminal event closes it (every connection is closed once no run is open)."""
+        from dagster._core.events import DagsterEventType
+
+        kind = event.dagster_event_type if event.is_dagster_event else None
+        if kind == DagsterEventType.RUN_START:
+            with self._db_lock:
+                self._open_runs.add(event.run_id)
+        try:
+            super().store_event(event)
+        finally:
+            if kind in (DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED):
+                with self._db_lock:
+                    self._open_runs.discard(event.run_id)
+                    if not self._open_runs:
+                        self._close_engines()
+
+    def _close_engines(self) -> None:
+        """Close every kept connection (the caller holds ``_db_lock``)."""
+        while self._engines:
+            self._engines.popitem(last=False)[1].dispose()
 
     def dispose(self) -> None:
         """Stop the watchers (stock) and close the connections."""
         super().dispose()
         with self._db_lock:
-            for engine in self._engines.values():
-                engine.dispose()
-            self._engines.clear()
+            self._open_runs.clear()
+            self._close_engines()
 
 
 def in_process_overrides(home: str) -> dict[str, Any]:

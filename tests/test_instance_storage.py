@@ -29,6 +29,27 @@ def _entry(run_id: str, message: str) -> EventLogEntry:
     return EventLogEntry(error_info=None, level=20, user_message=message, run_id=run_id, timestamp=time.time())
 
 
+def _run_event(run_id: str, kind: str) -> EventLogEntry:
+    """A run status event (``RUN_START``, ``RUN_SUCCESS``...) as Dagster stores it."""
+    from dagster._core.events import DagsterEvent, DagsterEventType
+
+    event = DagsterEvent(event_type_value=DagsterEventType[kind].value, job_name="j")
+    return EventLogEntry(error_info=None, level=20, user_message="", run_id=run_id, timestamp=time.time(), dagster_event=event)
+
+
+def _fds_under(folder: Path) -> list[str]:
+    """Files under ``folder`` this process holds open (Linux /proc)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(folder)):
+            found.append(target)
+    return found
+
+
 def _shape(path: Path) -> tuple:
     conn = sqlite3.connect(path)
     try:
@@ -62,14 +83,102 @@ def test_a_new_run_file_is_the_stock_one_and_the_stock_class_reads_it(tmp_path):
 
 def test_connections_are_bounded_and_closed(tmp_path):
     ours = CachedEngineSqliteEventLogStorage(str(tmp_path))
+    ours.store_event(_run_event("run-0", "RUN_START"))  # kept only while a run is in progress
     for i in range(ours.MAX_SHARDS + 5):
         ours.store_event(_entry(f"run-{i}", "x"))
     assert len(ours._engines) == ours.MAX_SHARDS  # least recently used closed first
     assert f"run-{ours.MAX_SHARDS + 4}" in ours._engines and "run-0" not in ours._engines
     ours.store_event(_entry("run-0", "again"))  # a closed file opens again, its rows intact
-    assert [e.user_message for e in ours.get_logs_for_run("run-0")] == ["x", "again"]
+    assert [e.user_message for e in ours.get_logs_for_run("run-0")][1:] == ["x", "again"]  # after RUN_START
+    ours.store_event(_run_event("run-0", "RUN_SUCCESS"))
+    assert not ours._engines and _fds_under(tmp_path) == []  # the run ended: nothing held open
+    ours.store_event(_entry("run-1", "after"))  # outside a run: opened and closed per statement
+    assert not ours._engines and [e.user_message for e in ours.get_logs_for_run("run-1")] == ["x", "after"]
+    ours.store_event(_run_event("run-2", "RUN_START"))
+    ours.store_event(_entry("run-2", "y"))
+    assert ours._engines
     ours.dispose()
-    assert not ours._engines
+    assert not ours._engines and _fds_under(tmp_path) == []
+
+
+def test_connections_are_reused_within_a_run(tmp_path, monkeypatch):
+    """The saving: one engine per database file during a run, not one per event."""
+    from dagster._core.storage import sql as dagster_sql
+
+    created = []
+    original = dagster_sql.create_engine
+    monkeypatch.setattr(dagster_sql, "create_engine", lambda *a, **k: created.append(a[0]) or original(*a, **k))
+    ours = CachedEngineSqliteEventLogStorage(str(tmp_path))
+    created.clear()
+    ours.store_event(_run_event("run-a", "RUN_START"))
+    for i in range(20):
+        ours.store_event(_entry("run-a", f"event {i}"))
+    ours.store_event(_run_event("run-a", "RUN_SUCCESS"))
+    assert len(created) == 2  # run-a.db and index.db (the run status events are mirrored there)
+    assert len(ours.get_logs_for_run("run-a")) == 22
+    ours.dispose()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir() or not hasattr(os, "fork"), reason="needs Linux /proc and fork")
+def test_a_forked_child_forgets_the_parents_connections_without_closing_them(tmp_path):
+    from pipelines import instance_storage
+
+    ours = CachedEngineSqliteEventLogStorage(str(tmp_path))
+    ours.store_event(_run_event("run-f", "RUN_START"))
+    ours.store_event(_entry("run-f", "before"))
+    assert ours._engines
+    pid = os.fork()
+    if pid == 0:  # the child: nothing it touches may close the parent's SQLite files
+        ok = not ours._engines and not ours._open_runs and len(instance_storage._INHERITED) >= 2
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ours.store_event(_entry("run-f", "after"))
+    ours.store_event(_run_event("run-f", "RUN_SUCCESS"))
+    assert [e.user_message for e in ours.get_logs_for_run("run-f")][1:3] == ["before", "after"]
+    conn = sqlite3.connect(tmp_path / "run-f.db")
+    assert conn.execute("pragma integrity_check").fetchone() == ("ok",)
+    conn.close()
+    ours.dispose()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+def test_no_connection_outlives_a_command_so_reading_the_home_cannot_corrupt_it(tmp_path, monkeypatch, capsys):
+    """The CI failure of 2026-12-01 ("database disk image is malformed"), reproduced: an
+    in-process `facetlake run` that left SQLite connections open, then any other open and
+    close of those files in the same process (here reading every file of the home, as a
+    test and an archive do), then another process writing to the same home, broke the
+    next in-process run. Nothing may stay open after a command."""
+    import subprocess
+    import sys
+
+    from pipelines import cli
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.delenv("FACETLAKE_DEBUG", raising=False)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: held\ndataset: {kind: sfres, limit: 5}\nmodels: {m: 'precomputed:column=system_output'}\nmetrics: [bleu]\n")
+
+    def run_here(lake: str) -> int:
+        monkeypatch.setattr(sys, "argv", ["facetlake", "run", str(spec), "--lake", str(tmp_path / lake)])
+        with pytest.raises(SystemExit) as exc:
+            cli.main()
+        return exc.value.code
+
+    assert run_here("lake-1") == 0, capsys.readouterr().err
+    assert _fds_under(home) == []
+    assert sum(len(p.read_bytes()) for p in home.rglob("*") if p.is_file()) > 0  # every file opened and closed here
+    other = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(spec), "--lake", str(tmp_path / "lake-2")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert run_here("lake-3") == 0, capsys.readouterr().err
+    for db in (home / "history" / "runs").glob("*.db"):
+        conn = sqlite3.connect(db)
+        assert conn.execute("pragma integrity_check").fetchone() == ("ok",), db.name
+        conn.close()
 
 
 def test_overrides_keep_a_configured_storage(tmp_path):
