@@ -178,6 +178,13 @@ class Metric:
     #: own ``sacrebleu_sig:``). :func:`metric_ops.identity.parse_signature` reads them.
     signature_lead: ClassVar[tuple[str, ...]] = ()
     signature_extras: ClassVar[tuple[str, ...]] = ()
+    #: ``True``: :meth:`score_batch` is pure per-sample CPU work that depends only on the
+    #: parameters and the sample, so a worker process rebuilt from (name, params) gives the
+    #: same values and large batches may be spread over the cores (metric_ops/parallel.py).
+    #: Leave ``False`` for anything holding a model, a client, a cache or corpus-wide state.
+    parallel_safe: ClassVar[bool] = False
+    #: fewest samples for which worker processes are worth their start-up
+    parallel_min_samples: ClassVar[int] = 5_000
 
     def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -185,6 +185,7 @@ class NltkBLEU(Metric):
     value_range = (0.0, 1.0)
     version = "1"
     libraries = ("nltk", "sacrebleu")
+    parallel_safe = True
 
     def __init__(
         self,

@@ -69,6 +69,8 @@ class _SquadMetric(Metric):
     # an empty gold answer is SQuAD v2's "no answer" (the runner keeps it; see runner.py)
     blank_reference_is_answer = True
     _compare: Any
+    parallel_safe = True
+    parallel_min_samples = 20_000  # string comparisons: cheap per sample
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
         check_lengths(samples, outputs)
@@ -168,6 +170,7 @@ class SacrebleuSentenceMetric(Metric):
     signature_extras = ("sacrebleu_sig",)
     value_range = (0.0, 100.0)
     _sacre: Any
+    parallel_safe = True
 
     def _detail(self, result: Any) -> dict[str, Any]:
         return {}

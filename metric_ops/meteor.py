@@ -137,6 +137,8 @@ class Meteor(Metric):
     value_range = (0.0, 1.0)
     version = "1"
     libraries = ("nltk",)
+    parallel_safe = True
+    parallel_min_samples = 20_000  # a worker loads NLTK and WordNet first (seconds)
     signature_extras = ("wordnet", "tok")
 
     def __init__(self, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5, tokenizer: str = "nltk") -> None:

@@ -74,6 +74,7 @@ class _RougeBase(Metric):
     dimension = "baseline_grounding"
     value_range = (0.0, 1.0)
     version = "2"
+    parallel_safe = True
     libraries = ("rouge-score",)  # the rules (tokenizer, scorer) are rouge-score's, equal bit for bit: its version stays in the signature
     unit_name = "token"
 

@@ -202,39 +202,82 @@ SCORE_FRAME_SCHEMA = {
 }
 
 
+def local_columns(
+    metric: Metric,
+    samples: Sequence[Sample],
+    outputs: Sequence[str | None],
+    batch_size: int = 256,
+    progress: Callable[[int], Any] | None = None,
+) -> dict[str, tuple[list, list, list]]:
+    """:func:`score_metric` in this process, as columns: ``{score name: (values, statuses,
+    detail JSON texts)}``, each list in sample order (a score the metric did not produce is
+    an ``error`` naming it)."""
+    results = score_metric(metric, samples, outputs, batch_size=batch_size, progress=progress)
+    columns = {}
+    for score_name in metric.emitted():
+        missing = Score.error(f"{metric.name} produced no {score_name} score")
+        scores = [r.get(score_name) or missing for r in results]
+        columns[score_name] = ([s.value for s in scores], [s.status for s in scores], [detail_json(s.detail) for s in scores])
+    return columns
+
+
+def score_columns(
+    metric: Metric,
+    samples: Sequence[Sample],
+    outputs: Sequence[str | None],
+    batch_size: int = 256,
+    progress: Callable[[int], Any] | None = None,
+    workers: int | None = None,
+) -> dict[str, tuple[list, list, list]]:
+    """The columns of :func:`local_columns`, scored by worker processes when the metric is
+    parallel-safe and the work pays for them (:func:`metric_ops.parallel.planned_workers`;
+    ``workers=1`` keeps it in process). Values, statuses and details are the same either
+    way. Raises ``ValueError`` when the lengths differ."""
+    check_lengths(samples, outputs)
+    from metric_ops.parallel import parallel_columns, planned_workers
+
+    n = planned_workers(metric, len(samples), workers)
+    if n > 1:
+        return parallel_columns(metric, samples, outputs, batch_size, n, progress)
+    return local_columns(metric, samples, outputs, batch_size, progress)
+
+
 def score_frame(
     metric: Metric,
     samples: Sequence[Sample],
     outputs: Sequence[str | None],
-    **kwargs: Any,
+    batch_size: int = 256,
+    progress: Callable[[int], Any] | None = None,
+    workers: int | None = None,
 ) -> "pl.DataFrame":
     """The rows of :func:`score_rows` as one polars frame, built column by column.
 
     Same columns, values and order as :func:`score_rows` (one row per sample x emitted
     score name, in sample order then score-name order), without a Python dict per row:
     what the scores asset writes at 100k+ samples. Constant columns (direction,
-    dimension, locality, signature) are built once per score name, not per row.
-    Raises what :func:`score_metric` raises (length mismatch).
+    dimension, locality, signature) are built once per score name, not per row. A
+    parallel-safe metric over many samples is scored by worker processes
+    (:func:`score_columns`; ``workers`` as there). Raises what :func:`score_metric`
+    raises (length mismatch).
     """
     import polars as pl
 
     if getattr(metric, "corpus_level", False):
-        return frame_of_rows(score_rows(metric, samples, outputs, **kwargs))
+        return frame_of_rows(score_rows(metric, samples, outputs, batch_size=batch_size, progress=progress))
     from metric_ops.identity import metric_params_json
 
-    results = score_metric(metric, samples, outputs, **kwargs)
+    columns = score_columns(metric, samples, outputs, batch_size=batch_size, progress=progress, workers=workers)
     signature, params = metric.signature(), metric_params_json(metric)
     sample_ids = [s.sample_id for s in samples]
     parts = []
     for score_name, direction in metric.emitted().items():
-        missing = Score.error(f"{metric.name} produced no {score_name} score")
-        scores = [r.get(score_name) or missing for r in results]
+        values, statuses, details = columns[score_name]
         parts.append(pl.DataFrame({
             "sample_id": sample_ids,
-            "value": [s.value for s in scores],
-            "status": [s.status for s in scores],
-            "detail": [detail_json(s.detail) for s in scores],
-            "_order": range(len(scores)),
+            "value": values,
+            "status": statuses,
+            "detail": details,
+            "_order": range(len(values)),
         }, schema_overrides={"value": pl.Float64, "sample_id": pl.String, "_order": pl.Int64}).with_columns(
             metric=pl.lit(score_name), direction=pl.lit(direction.value), dimension=pl.lit(metric.dimension),
             locality=pl.lit(metric.locality), signature=pl.lit(signature), params=pl.lit(params), _name=pl.lit(len(parts)),

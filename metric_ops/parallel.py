@@ -1,0 +1,243 @@
+"""Per-sample lexical scoring spread over the machine's cores: one process pool per process.
+
+What goes to worker processes: a metric whose class declares ``parallel_safe = True``
+(pure per-sample CPU work that depends on nothing but the metric's parameters and the
+sample: sentence BLEU, chrF, chrF++, NLTK BLEU, every ROUGE variant, METEOR, the SQuAD
+metrics), when at least the class's ``parallel_min_samples`` samples are to be scored and
+more than one CPU is usable. Judged, neural, corpus-level, confidence, agent and tool-call
+metrics are always scored in the calling process. A sample's value never depends on which
+process scored it or on the other samples of its chunk, so the values, statuses and
+details equal the in-process path exactly (tests/test_parallel_scoring.py).
+
+The pool:
+
+- workers come from a ``forkserver`` (a fresh interpreter that forks the workers), never
+  from a fork of the calling process, which may hold Dagster's, polars' or torch's threads;
+- it is started on first use and kept for the process: every later metric and partition of
+  one command reuses the same workers (started once per command, about 0.3-0.5 s);
+- a worker rebuilds each metric from its registry name and parameters once (the caller
+  checks first that the rebuilt metric has the same signature; a metric that cannot be
+  rebuilt that way is scored in process);
+- a chunk whose worker dies or that cannot be sent is scored in the calling process, with
+  the same values, and a warning in the log: no sample is lost and none is scored twice.
+
+``FACETLAKE_SCORE_WORKERS``: number of worker processes (``1`` = always in process; default:
+the CPUs this process may run on). Raises nothing of its own: bad values of the variable
+are a :class:`ParallelConfigError` naming the variable and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import multiprocessing
+import os
+import sys
+import types
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from metric_ops.errors import FacetlakeError
+
+if TYPE_CHECKING:
+    from metric_ops.base import Metric, Sample
+
+LOG = logging.getLogger(__name__)
+WORKERS_ENV = "FACETLAKE_SCORE_WORKERS"
+#: samples per work unit at most (smaller units balance the workers and move the progress bar)
+MAX_CHUNK = 20_000
+MIN_CHUNK = 500
+
+Columns = dict[str, tuple[list, list, list]]  # score name -> (values, statuses, detail JSON texts)
+
+
+class ParallelConfigError(FacetlakeError, ValueError):
+    """``FACETLAKE_SCORE_WORKERS`` is not a whole number >= 1."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def configured_workers() -> int:
+    """Worker processes for scoring: ``FACETLAKE_SCORE_WORKERS`` when set, else :func:`usable_cpus`.
+    Raises :class:`ParallelConfigError` for a value that is not an integer >= 1."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if not raw:
+        return usable_cpus()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ParallelConfigError(f"{WORKERS_ENV}={raw!r}: give a whole number >= 1 (1 = score in process), or unset it")
+    return value
+
+
+_REBUILDABLE: dict[tuple[type, str], bool] = {}
+
+
+def _spec(metric: "Metric") -> tuple[str, dict[str, Any], str]:
+    return type(metric).name, dict(metric.params), metric.signature()
+
+
+def rebuildable(metric: "Metric") -> bool:
+    """Whether ``get_metric(name, **params)`` gives a metric with ``metric``'s signature (so a
+    worker can build it); checked once per (class, signature) in a process."""
+    from metric_ops.registry import get_metric
+
+    name, params, signature = _spec(metric)
+    key = (type(metric), signature)
+    if key not in _REBUILDABLE:
+        try:
+            built = get_metric(name, **params)
+            _REBUILDABLE[key] = type(built) is type(metric) and built.signature() == signature
+        except Exception:  # noqa: BLE001 - anything that cannot be rebuilt is scored in process
+            _REBUILDABLE[key] = False
+    return _REBUILDABLE[key]
+
+
+def planned_workers(metric: "Metric", n_samples: int, workers: int | None = None) -> int:
+    """Processes to score ``n_samples`` samples of ``metric`` with (1 = in process).
+
+    ``workers`` given (>= 1) is obeyed for a parallel-safe metric; ``None`` reads
+    :func:`configured_workers`, and below the class's ``parallel_min_samples`` the work stays
+    in process (a worker costs a few hundred milliseconds to start). A metric that is not
+    ``parallel_safe``, is corpus-level, or cannot be rebuilt from its name and parameters,
+    always gets 1. A process that is itself a daemon (it may not have children) gets 1."""
+    if not getattr(metric, "parallel_safe", False) or getattr(metric, "corpus_level", False):
+        return 1
+    if workers is None:
+        if n_samples < int(getattr(metric, "parallel_min_samples", 5_000)):
+            return 1
+        workers = configured_workers()
+    if workers <= 1 or n_samples < 2 or multiprocessing.current_process().daemon:
+        return 1
+    return workers if rebuildable(metric) else 1
+
+
+# --------------------------------------------------------------------------- the pool
+_POOL: dict[str, Any] = {"pool": None, "size": 0, "pid": None}
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While worker processes start, the calling program's ``__main__`` is out of view.
+
+    multiprocessing's non-fork start methods make every new process import the parent's
+    main script (as ``__mp_main__``) so that functions defined there can be unpickled. The
+    workers need nothing from it (their task functions live in this module), and a script
+    without an ``if __name__ == "__main__":`` guard would run again in each of them. A
+    stand-in module without a file takes its place for the moment processes are created."""
+    main = sys.modules.get("__main__")
+    if main is None or not (getattr(main, "__file__", None) or getattr(main, "__spec__", None)):
+        yield
+        return
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _pool(size: int) -> ProcessPoolExecutor:
+    """This process's scoring pool with ``size`` workers, started now if need be (all its
+    workers at once, while :func:`_main_module_hidden`)."""
+    pool = _POOL["pool"]
+    if pool is not None and (_POOL["pid"] != os.getpid() or _POOL["size"] < size or getattr(pool, "_broken", False)):
+        if _POOL["pid"] == os.getpid():
+            pool.shutdown(wait=False, cancel_futures=True)
+        pool = None
+    if pool is None:
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+        if ctx.get_start_method() == "forkserver":
+            ctx.set_forkserver_preload(["metric_ops.parallel"])  # workers fork from an interpreter that has this module
+        pool = ProcessPoolExecutor(max_workers=size, mp_context=ctx)
+        with _main_module_hidden():
+            # each submit while no worker is idle starts one more: all of them start here
+            for future in [pool.submit(os.getpid) for _ in range(size)]:
+                future.result()
+        _POOL.update(pool=pool, size=size, pid=os.getpid())
+    return pool
+
+
+def shutdown_pool() -> None:
+    """Stop this process's scoring workers (started again on next use)."""
+    pool = _POOL["pool"]
+    if pool is not None and _POOL["pid"] == os.getpid():
+        pool.shutdown(wait=True, cancel_futures=True)
+    _POOL.update(pool=None, size=0, pid=None)
+
+
+_WORKER_METRICS: dict[str, "Metric"] = {}
+
+
+def _worker_columns(spec: tuple[str, dict[str, Any], str], samples: list["Sample"], outputs: list[str | None],
+                    batch_size: int) -> Columns:
+    """In a worker: the columns of ``spec``'s metric over one chunk (the in-process code path)."""
+    from metric_ops.registry import get_metric
+    from metric_ops.runner import local_columns
+
+    name, params, signature = spec
+    metric = _WORKER_METRICS.get(signature)
+    if metric is None:
+        metric = get_metric(name, **params)
+        if metric.signature() != signature:  # the caller checked; a worker with other library versions must not score
+            raise RuntimeError(f"worker built {metric.signature()!r}, expected {signature!r}")
+        _WORKER_METRICS[signature] = metric
+    return local_columns(metric, samples, outputs, batch_size)
+
+
+def chunk_bounds(n: int, workers: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` ranges covering ``0..n``: about four per worker, each
+    between :data:`MIN_CHUNK` and :data:`MAX_CHUNK` samples (the last may be shorter)."""
+    size = max(MIN_CHUNK, min(MAX_CHUNK, -(-n // max(1, workers * 4))))
+    return [(start, min(n, start + size)) for start in range(0, n, size)]
+
+
+def parallel_columns(
+    metric: "Metric",
+    samples: Sequence["Sample"],
+    outputs: Sequence[str | None],
+    batch_size: int,
+    workers: int,
+    progress: Callable[[int], Any] | None = None,
+) -> Columns:
+    """:func:`metric_ops.runner.local_columns` over chunks scored by ``workers`` processes,
+    joined in input order. A chunk that a worker could not score (a dead worker, a pool that
+    would not start, an unpicklable sample) is scored here instead, with a warning."""
+    from metric_ops.runner import local_columns
+
+    bounds = chunk_bounds(len(samples), workers)
+    spec = _spec(metric)
+    futures: list[Future | None] = []
+    try:
+        pool = _pool(workers)
+        with _main_module_hidden():  # a worker that died is not replaced (the pool breaks), but be safe
+            for start, stop in bounds:
+                futures.append(pool.submit(_worker_columns, spec, list(samples[start:stop]), list(outputs[start:stop]), batch_size))
+    except Exception as exc:  # noqa: BLE001 - no pool (a sandbox without semaphores, ...): in process
+        LOG.warning("scoring %s in process: worker processes unavailable (%s: %s)", metric.name, type(exc).__name__, exc)
+        futures.extend([None] * (len(bounds) - len(futures)))
+    parts: list[Columns] = []
+    for (start, stop), future in zip(bounds, futures):
+        part = None
+        if future is not None:
+            try:
+                part = future.result()
+            except Exception as exc:  # noqa: BLE001 - a metric's own failures are rows (local_columns); this is the pool's
+                # the pool broke (BrokenProcessPool) or the chunk could not be pickled: this
+                # chunk (and later ones of a broken pool) is scored here, once
+                LOG.warning("scoring samples %d-%d of %s in process: %s: %s", start, stop - 1, metric.name, type(exc).__name__, exc)
+        if part is None:
+            part = local_columns(metric, samples[start:stop], outputs[start:stop], batch_size)
+        parts.append(part)
+        if progress is not None:
+            progress(stop - start)
+    return {name: tuple(list(itertools.chain.from_iterable(p[name][i] for p in parts)) for i in range(3))  # type: ignore[misc]
+            for name in metric.emitted()}

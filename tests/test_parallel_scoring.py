@@ -1,0 +1,177 @@
+"""Scoring spread over worker processes (metric_ops/parallel.py, issue 14) gives exactly the
+in-process values, statuses and details, on real SF-RES pairs with blank references,
+missing outputs and failing samples mixed in; work that does not pay stays in process; a
+worker that dies or cannot build the metric loses nothing (its chunks are scored in
+process); the calling script is never run again in a worker."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from metric_ops import Direction, Metric, Sample, Score, get_metric
+from metric_ops import parallel
+from metric_ops.runner import score_frame
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("parallel_scoring")  # one pool of worker processes per module, not per test
+
+
+def _sfres(n: int) -> tuple[list[Sample], list[str | None]]:
+    """``n`` SF-RES (reference, system output) pairs, repeated with unique ids, with every 97th
+    reference blank (unscored), every 89th output missing (unscored) and every 83rd output
+    empty (scored 0 by BLEU/chrF)."""
+    data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())
+    samples, outputs = [], []
+    for i in range(n):
+        d = data[i % len(data)]
+        ref = "   " if i % 97 == 5 else d["reference"]
+        samples.append(Sample(f"s{i}", d["source"], (ref,)))
+        outputs.append(None if i % 89 == 7 else ("" if i % 83 == 3 else d["system_output"]))
+    return samples, outputs
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_CHUNK", 150)  # several chunks per worker on a few thousand pairs
+    yield
+
+
+@pytest.mark.parametrize("name,params", [
+    ("bleu", {}), ("chrf", {}), ("chrf_pp", {}), ("rouge_l", {}), ("rouge_lsum", {}), ("rouge_w", {}),
+    ("rouge_l", {"use_stemmer": True}), ("token_f1", {}), ("exact_match", {}), ("nltk_bleu", {"smoothing": 6}),
+])
+def test_workers_give_the_in_process_rows(name, params):
+    """Every row (value, status, detail, order) equal with 2 workers and in process; NLTK
+    BLEU's method 6 makes some samples ``error`` rows (no bigram match), kept as such."""
+    samples, outputs = _sfres(2400)
+    metric = get_metric(name, **params)
+    assert parallel.planned_workers(metric, len(samples), 2) == 2
+    inproc = score_frame(metric, samples, outputs, workers=1)
+    spread = score_frame(metric, samples, outputs, workers=2)
+    assert spread.equals(inproc)
+    statuses = set(inproc["status"].to_list())
+    assert "unscored" in statuses and "scored" in statuses
+    if name == "nltk_bleu":
+        assert "error" in statuses
+
+
+def test_work_that_does_not_pay_stays_in_process(monkeypatch):
+    bleu = get_metric("bleu")
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 8)
+    assert parallel.planned_workers(bleu, bleu.parallel_min_samples - 1) == 1
+    assert parallel.planned_workers(bleu, bleu.parallel_min_samples) == 8
+    assert parallel.planned_workers(get_metric("exact_match"), 10_000) == 1  # cheap per sample: needs 20,000
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    assert parallel.planned_workers(bleu, 1_000_000) == 1
+    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
+    assert parallel.planned_workers(bleu, 1_000_000) == 3
+    monkeypatch.setenv(parallel.WORKERS_ENV, "two")
+    with pytest.raises(parallel.ParallelConfigError, match="FACETLAKE_SCORE_WORKERS='two'"):
+        parallel.planned_workers(bleu, 1_000_000)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
+    monkeypatch.delenv(parallel.WORKERS_ENV)
+    assert parallel.planned_workers(bleu, 1_000_000) == 1  # one core: in process
+
+
+def test_metrics_that_are_not_parallel_safe_stay_in_process():
+    """Corpus-level, neural, judged, confidence, agent and tool-call metrics are never sent to
+    workers, whatever is asked: only the lexical families declare ``parallel_safe``."""
+    from metric_ops.registry import list_metrics
+
+    spread = {cls.name for cls in list_metrics() if cls.parallel_safe and not getattr(cls, "corpus_level", False)}
+    assert spread == {"bleu", "chrf", "chrf_pp", "exact_match", "quasi_exact_match", "token_f1", "nltk_bleu", "meteor",
+                      "rouge_1", "rouge_2", "rouge_l", "rouge_lsum", "rouge_s", "rouge_su", "rouge_w"}
+    corpus = get_metric("corpus_bleu")
+    assert parallel.planned_workers(corpus, 1_000_000, 4) == 1
+
+
+class _Unregistered(Metric, register=False):
+    """A parallel-safe metric the workers' registry does not know: they cannot build it."""
+
+    name = "bleu"  # the rebuild check builds the registry's bleu, whose class differs
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    value_range = (0.0, 1.0)
+    parallel_safe = True
+
+    def score_batch(self, samples, outputs):
+        return [{self.name: Score(float(o == s.references[0]))} for s, o in zip(samples, outputs)]
+
+
+def test_a_metric_that_cannot_be_rebuilt_is_scored_in_process():
+    samples, outputs = _sfres(600)
+    metric = _Unregistered()
+    assert not parallel.rebuildable(metric)
+    assert parallel.planned_workers(metric, 600, 2) == 1
+    frame = score_frame(metric, samples, outputs, workers=2)
+    assert frame.height == 600 and frame.filter(frame["status"] == "scored").height > 0
+
+
+def test_a_dead_worker_loses_no_sample_and_scores_none_twice(caplog):
+    """kill -9 of a worker while chunks are still out: the pool breaks, every chunk not yet
+    returned is scored in process, and the rows equal the in-process ones; the next call
+    starts a new pool."""
+    samples, outputs = _sfres(6000)
+    metric = get_metric("chrf")
+    expected = score_frame(metric, samples, outputs, workers=1)
+    parallel._pool(2)
+    victims = list(parallel._POOL["pool"]._processes)
+    assert len(victims) == 2
+    killed: list[int] = []
+
+    def progress(n: int) -> None:
+        if not killed:  # first chunk back: others are still being scored
+            os.kill(victims[0], signal.SIGKILL)
+            killed.append(victims[0])
+
+    with caplog.at_level(logging.WARNING, logger="metric_ops.parallel"):
+        spread = score_frame(metric, samples, outputs, workers=2, progress=progress)
+    assert killed
+    assert spread.equals(expected)
+    assert spread.height == len(samples) and spread["sample_id"].n_unique() == len(samples)
+    assert any("in process" in r.getMessage() for r in caplog.records)
+    again = score_frame(metric, samples, outputs, workers=2)
+    assert again.equals(expected)
+    assert victims[0] not in parallel._POOL["pool"]._processes
+
+
+def test_the_pool_is_started_once_and_reused():
+    samples, outputs = _sfres(1200)
+    score_frame(get_metric("bleu"), samples, outputs, workers=2)
+    first = set(parallel._POOL["pool"]._processes)
+    score_frame(get_metric("rouge_l"), samples, outputs, workers=2)
+    score_frame(get_metric("chrf"), samples, outputs, workers=2)
+    assert set(parallel._POOL["pool"]._processes) == first
+
+
+def test_the_calling_script_does_not_run_again_in_the_workers(tmp_path):
+    """A script without an ``if __name__ == "__main__"`` guard: multiprocessing would import
+    it in every worker (and run it again); the pool's workers start with it out of view."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        print("script ran", flush=True)
+        from metric_ops import Sample, get_metric
+        from metric_ops.runner import score_frame
+        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
+        outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
+        a = score_frame(get_metric("bleu"), samples, outputs, workers=2)
+        b = score_frame(get_metric("bleu"), samples, outputs, workers=1)
+        print("equal", a.equals(b), flush=True)
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("script ran") == 1, result.stdout
+    assert "equal True" in result.stdout
+    assert "in process" not in result.stderr  # the workers did the work
