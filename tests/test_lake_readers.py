@@ -180,3 +180,20 @@ def test_a_lake_in_a_folder_with_a_space_accent_and_hash(tmp_path, instance):
     by_sql = query(lake, "select metric, count(*) as n from scores where sample_id is not null group by 1 order by 1")
     expected = scores.filter(pl.col("sample_id").is_not_null()).group_by("metric").len().sort("metric")
     assert by_sql["metric"].to_list() == expected["metric"].to_list() and by_sql["n"].to_list() == expected["len"].to_list()
+
+
+def test_string_list_columns_equal_the_python_list_path():
+    """``string_list_column`` (flat strings + offsets, what the samples asset writes) gives the
+    Series polars builds from one Python list per row: empty lists, empty strings, null
+    elements and non-ASCII text included; a non-string element is a TypeError."""
+    import polars as pl
+
+    from resources.lake_types import string_list_column
+
+    seqs = [("a", "b"), (), ("",), (None, "x"), ("é ü 日本",), ("one",) * 40] * 500
+    ours = string_list_column("references", seqs)
+    assert ours.equals(pl.Series("references", [list(s) for s in seqs], dtype=pl.List(pl.String)))
+    assert ours.name == "references" and ours.null_count() == 0
+    assert string_list_column("context", []).dtype == pl.List(pl.String)
+    with pytest.raises(TypeError):
+        string_list_column("references", [(1,)])

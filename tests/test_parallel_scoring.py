@@ -175,3 +175,4 @@ def test_the_calling_script_does_not_run_again_in_the_workers(tmp_path):
     assert result.stdout.count("script ran") == 1, result.stdout
     assert "equal True" in result.stdout
     assert "in process" not in result.stderr  # the workers did the work
+

@@ -307,6 +307,23 @@ def test_permutation_is_reproducible_at_a_fixed_seed_and_monte_carlo_for_large_n
     assert null.var() == pytest.approx((d**2).sum() / 4, rel=0.05)
 
 
+def test_blocked_lookups_give_the_per_group_sums_bit_for_bit(monkeypatch):
+    """Past 65,536 values the sign-flip null adds the looked-up group sums in blocks: the
+    same floats, in the same order, as adding group after group (so p-values and wild
+    bootstrap intervals do not move at any seed)."""
+    from metric_ops import stats_core
+
+    rng = np.random.default_rng(11)
+    for groups, rows in ((1, 7), (3, 2000), (8192, 9), (9001, 31), (20000, 13)):
+        table = rng.normal(size=(groups, 256)) * 10.0 ** rng.integers(-3, 4, size=(groups, 1))
+        raw = rng.integers(0, 256, size=(groups, rows), dtype=np.uint8)
+        assert np.array_equal(stats_core._flipped_sums_blocked(table, raw), stats_core._flipped_sums(table, raw))
+    d = rng.normal(0.01, 1.0, 70_001)
+    blocked = stats.sign_flip_null(d, 999, seed=5)
+    monkeypatch.setattr(stats_core, "_BLOCKED_FROM_GROUPS", 10**9)
+    assert np.array_equal(blocked, stats.sign_flip_null(d, 999, seed=5))
+
+
 def test_bootstrap_matches_scipy_exactly_below_the_wild_threshold():
     rng = np.random.default_rng(8)
     x = rng.exponential(1.0, 3000)
