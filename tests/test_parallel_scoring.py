@@ -176,3 +176,43 @@ def test_the_calling_script_does_not_run_again_in_the_workers(tmp_path):
     assert "equal True" in result.stdout
     assert "in process" not in result.stderr  # the workers did the work
 
+
+
+def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance, monkeypatch):
+    """Through the real pipeline (run_evaluation: samples, generations, scores, verdicts on the
+    1,181 SF-RES pairs, lowered thresholds): the scores asset sends BLEU and ROUGE-L to the
+    worker pool, and the stored score rows equal those of the same evaluation scored in
+    process (FACETLAKE_SCORE_WORKERS=1) row for row."""
+    import polars as pl
+
+    from metric_ops.lexical import SentenceBLEU
+    from metric_ops.rouge import _RougeBase
+    from pipelines.runner import run_evaluation
+    from resources.lake import LakeStore
+    from tests.conftest import small_spec
+
+    monkeypatch.setattr(SentenceBLEU, "parallel_min_samples", 500)
+    monkeypatch.setattr(_RougeBase, "parallel_min_samples", 500)
+    sent: list[str] = []
+    real = parallel.parallel_columns
+
+    def counting(metric, *args, **kwargs):
+        sent.append(metric.name)
+        return real(metric, *args, **kwargs)
+
+    monkeypatch.setattr(parallel, "parallel_columns", counting)
+    columns = ["sample_id", "metric", "value", "status", "detail", "signature", "params"]
+    stored = {}
+    for workers in ("2", "1"):
+        monkeypatch.setenv(parallel.WORKERS_ENV, workers)
+        lake = LakeStore(root=str(tmp_path / f"lake{workers}"))
+        resolved = run_evaluation(small_spec(name=f"par-{workers}", limit=1181, metrics=("bleu", "rouge_l", "exact_match")),
+                                  lake, instance)
+        stored[workers] = lake.read("scores", where={"fingerprint": resolved.fingerprint}, columns=columns).sort(["sample_id", "metric"])
+        if workers == "2":
+            assert sorted(sent) == ["bleu", "rouge_l"]  # exact match: below its own 20,000
+    counts = dict(stored["2"].group_by("metric").len().iter_rows())
+    assert {m: counts[m] for m in ("bleu", "rouge_l_f", "rouge_l_precision", "rouge_l_recall", "exact_match")} == \
+        dict.fromkeys(("bleu", "rouge_l_f", "rouge_l_precision", "rouge_l_recall", "exact_match"), 1181)
+    assert stored["2"].equals(stored["1"])
+    assert stored["2"].filter(pl.col("status") == "scored").height > 1000
