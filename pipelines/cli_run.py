@@ -123,7 +123,7 @@ def run(
     take_over: bool = typer.Option(False, "--take-over", help="Move the fingerprint from the evaluation that owns it to this spec's name (refused otherwise)."),
     replace: bool = typer.Option(False, "--replace", help="Redefine an evaluation name registered over another dataset (refused otherwise; its old results stay as history)."),
     submit: bool = typer.Option(False, "--submit", help="Queue the runs on the Dagster instance (pools, run retries, run monitoring apply; a daemon such as `facetlake ui` or `dagster-daemon run` starts them) and wait for them."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Run up to N model partitions at once, each a Dagster run in its own process (1: every step in this process)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Run up to N model partitions at once, each a Dagster run in its own process (1: every step in this process); each run then scores lexical metrics on its share of the cores (FACETLAKE_SCORE_WORKERS overrides)."),
 ) -> None:
     """Register an evaluation spec and materialise it end to end (samples → generations → scores → verdicts).
 

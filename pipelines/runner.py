@@ -256,6 +256,7 @@ def launch_evaluation(
     Celery workers). Samples first, then every pair in parallel, then the verdicts."""
     from pipelines.launch import RunSpec, run_all, workspace
 
+    share_cores(workers if not submit else None)
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
     config = {"resources": {"lake": {"config": {"root": lake.root}}}}
     tags = {"facetlake/evaluation": spec.name, "facetlake/source": "cli-submit" if submit else "cli-launch"}
@@ -267,6 +268,18 @@ def launch_evaluation(
         if not verdicts_current(lake, resolved.fingerprint):
             run_all(instance, context, [RunSpec("analysis_job", ekey, tags, config)], submit, "verdicts", timeout_s=timeout_s)
     return resolved
+
+
+def share_cores(concurrent_runs: int | None) -> None:
+    """With ``concurrent_runs`` (> 1) pair runs at once on this machine, each run's lexical
+    scoring gets its share of the cores (``FACETLAKE_SCORE_WORKERS`` = cores / runs, at least
+    1) instead of a pool the size of the machine per run. Set in this process's environment
+    before the code server starts, so the runs it launches inherit it; a value the user set
+    is kept."""
+    from metric_ops.parallel import WORKERS_ENV, usable_cpus
+
+    if concurrent_runs and concurrent_runs > 1 and not os.environ.get(WORKERS_ENV, "").strip():
+        os.environ[WORKERS_ENV] = str(max(1, usable_cpus() // concurrent_runs))
 
 
 def verdicts_current(lake: LakeStore, fingerprint: str) -> bool:

@@ -216,3 +216,24 @@ def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance
         dict.fromkeys(("bleu", "rouge_l_f", "rouge_l_precision", "rouge_l_recall", "exact_match"), 1181)
     assert stored["2"].equals(stored["1"])
     assert stored["2"].filter(pl.col("status") == "scored").height > 1000
+
+
+def test_concurrent_pair_runs_share_the_cores(monkeypatch):
+    """`facetlake run --workers N` runs N pair runs at once: each gets cores / N scoring
+    workers (at least 1) unless the user set FACETLAKE_SCORE_WORKERS."""
+    from pipelines.runner import share_cores
+
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 8)
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    share_cores(None)
+    share_cores(1)
+    assert parallel.WORKERS_ENV not in os.environ
+    share_cores(3)
+    assert os.environ[parallel.WORKERS_ENV] == "2"
+    monkeypatch.setenv(parallel.WORKERS_ENV, "5")
+    share_cores(16)
+    assert os.environ[parallel.WORKERS_ENV] == "5"
+    monkeypatch.delenv(parallel.WORKERS_ENV)
+    share_cores(16)
+    assert os.environ[parallel.WORKERS_ENV] == "1"
+    monkeypatch.delenv(parallel.WORKERS_ENV)
