@@ -14,11 +14,14 @@ The same 5,000 (output, reference) pairs go through:
 
 Each peer runs in its own process (Ragas and DeepEval from ``--peer-python``, a separate
 virtual environment: their dependency pins would change this project's; lm-eval from
-this one). Time per pair excludes imports and the first call (model-free scorers only).
+this one; ragas 0.4.3 imports ``langchain_community.chat_models.vertexai``, gone from
+langchain-community 0.4, and needs sacrebleu / rouge-score / rapidfuzz for its non-LLM
+metrics without declaring them). Time per pair excludes imports and the first call (model-free scorers only).
 Values are put on one scale (0-100 for BLEU, chrF, ROUGE and exact match x 100) and the
 max abs difference from facetlake's value is printed, with why they differ.
 
-    python -m venv .venv-peers && .venv-peers/bin/pip install ragas deepeval
+    python -m venv .venv-peers && .venv-peers/bin/pip install ragas==0.4.3 deepeval==4.3.1 \
+        "langchain-community<0.4" sacrebleu rouge-score rapidfuzz
     python benchmarks/bench_peers.py --pairs 5000 --peer-python .venv-peers/bin/python
 
 The pairs: the 1,181 SF-RES (system output, reference) pairs of data/unieval, then
