@@ -114,9 +114,9 @@ def planned_workers(metric: "Metric", n_samples: int, workers: int | None = None
     if not getattr(metric, "parallel_safe", False) or getattr(metric, "corpus_level", False):
         return 1
     if workers is None:
+        workers = configured_workers()  # a bad FACETLAKE_SCORE_WORKERS is refused whatever the size
         if n_samples < int(getattr(metric, "parallel_min_samples", 5_000)):
             return 1
-        workers = configured_workers()
     if workers <= 1 or n_samples < 2 or multiprocessing.current_process().daemon:
         return 1
     return workers if rebuildable(metric) else 1

@@ -9,6 +9,7 @@ stays fast.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from enum import Enum
@@ -66,7 +67,14 @@ def show_flags_as_flags() -> None:
 
 
 def open_lake(path: Optional[str]):
-    """The :class:`resources.lake.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``)."""
+    """The :class:`resources.lake.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``).
+
+    A malformed ``FACETLAKE_SCORE_WORKERS`` is refused here, before any run starts (one line,
+    :class:`metric_ops.parallel.ParallelConfigError`), not in the middle of a scores step."""
+    if os.environ.get("FACETLAKE_SCORE_WORKERS", "").strip():
+        from metric_ops.parallel import configured_workers
+
+        configured_workers()
     from resources.lake import LakeStore
 
     return LakeStore(root=path) if path else LakeStore()

@@ -237,3 +237,20 @@ def test_concurrent_pair_runs_share_the_cores(monkeypatch):
     share_cores(16)
     assert os.environ[parallel.WORKERS_ENV] == "1"
     monkeypatch.delenv(parallel.WORKERS_ENV)
+
+
+def test_a_bad_worker_count_is_refused_before_any_run(tmp_path):
+    """FACETLAKE_SCORE_WORKERS=two: `facetlake run` stops before registering anything, with the
+    variable and the fix named (not a failed scores step after samples and generations)."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: bad-workers\ndataset: {kind: sfres, limit: 20}\n"
+                    "models: {sys: 'precomputed:column=system_output'}\nmetrics: [bleu]\n")
+    result = CliRunner().invoke(app, ["run", str(spec), "--lake", str(tmp_path / "lake")],
+                                env={"FACETLAKE_SCORE_WORKERS": "two", "DAGSTER_HOME": str(tmp_path / "home")})
+    assert isinstance(result.exception, parallel.ParallelConfigError), result.output
+    assert "FACETLAKE_SCORE_WORKERS='two'" in str(result.exception) and "whole number >= 1" in str(result.exception)
+    assert not (tmp_path / "lake").exists()
