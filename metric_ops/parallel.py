@@ -35,6 +35,7 @@ import logging
 import multiprocessing
 import os
 import sys
+import threading
 import types
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -131,6 +132,17 @@ def _init_worker() -> None:
     # the default thresholds the collector rescans them all every 700 allocations (10-30% of
     # ROUGE's time); the same thresholds as the facetlake command's own process
     gc.set_threshold(100_000, 50, 100)
+    # A worker of a parent killed outright (kill -9, the OOM killer) would wait on its task
+    # queue for ever (it holds that queue's write end itself), and the forkserver with it.
+    # multiprocessing gives each child a sentinel of its parent that becomes ready when the
+    # parent is gone: the worker ends then.
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        def watch() -> None:
+            parent.join()
+            os._exit(0)
+
+        threading.Thread(target=watch, name="facetlake-parent-watch", daemon=True).start()
 
 
 @contextlib.contextmanager

@@ -254,3 +254,38 @@ def test_a_bad_worker_count_is_refused_before_any_run(tmp_path):
     assert isinstance(result.exception, parallel.ParallelConfigError), result.output
     assert "FACETLAKE_SCORE_WORKERS='two'" in str(result.exception) and "whole number >= 1" in str(result.exception)
     assert not (tmp_path / "lake").exists()
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    """A command killed outright (kill -9, the OOM killer: no atexit, no pool shutdown) leaves
+    no scoring worker and no forkserver behind: each worker watches its parent's sentinel."""
+    import time
+
+    script = tmp_path / "killed.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from metric_ops import parallel
+        pool = parallel._pool(2)
+        print(" ".join(str(p) for p in pool._processes), flush=True)
+        os._exit(137)
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 137, result.stderr
+    pids = [int(p) for p in result.stdout.split()]
+    assert len(pids) == 2
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        try:  # a zombie is gone for our purpose (its parent, the forkserver, has not reaped it yet)
+            return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+        except (FileNotFoundError, IndexError):
+            return False
+
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in pids if alive(p)]
