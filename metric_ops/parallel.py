@@ -34,6 +34,7 @@ import itertools
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import types
@@ -132,6 +133,9 @@ def _init_worker() -> None:
     # the default thresholds the collector rescans them all every 700 allocations (10-30% of
     # ROUGE's time); the same thresholds as the facetlake command's own process
     gc.set_threshold(100_000, 50, 100)
+    # Ctrl-C reaches the whole process group: the command handles it (and stops its workers,
+    # _abandon_pool); a worker that raised KeyboardInterrupt itself would print a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker of a parent killed outright (kill -9, the OOM killer) would wait on its task
     # queue for ever (it holds that queue's write end itself), and the forkserver with it.
     # multiprocessing gives each child a sentinel of its parent that becomes ready when the
@@ -184,6 +188,19 @@ def _pool(size: int) -> ProcessPoolExecutor:
                 future.result()
         _POOL.update(pool=pool, size=size, pid=os.getpid())
     return pool
+
+
+def _abandon_pool() -> None:
+    """Stop this process's workers at once (their running chunks are thrown away) and forget
+    the pool: what an interrupted command needs, since the interpreter's exit would
+    otherwise wait for every running chunk to finish."""
+    pool = _POOL["pool"]
+    if pool is None or _POOL["pid"] != os.getpid():
+        return
+    for process in list(getattr(pool, "_processes", {}).values()):  # ProcessPoolExecutor keeps them by pid
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    _POOL.update(pool=None, size=0, pid=None)
 
 
 def shutdown_pool() -> None:
@@ -245,20 +262,24 @@ def parallel_columns(
         LOG.warning("scoring %s in process: worker processes unavailable (%s: %s)", metric.name, type(exc).__name__, exc)
         futures.extend([None] * (len(bounds) - len(futures)))
     parts: list[Columns] = []
-    for (start, stop), future in zip(bounds, futures):
-        part = None
-        if future is not None:
-            try:
-                part = future.result()
-            except Exception as exc:  # noqa: BLE001 - a metric's own failures are rows (local_columns); this is the pool's
-                # the pool broke (BrokenProcessPool) or the chunk could not be pickled: this
-                # chunk (and later ones of a broken pool) is scored here, once
-                LOG.warning("scoring samples %d-%d of %s in process: %s: %s", start, stop - 1, metric.name, type(exc).__name__, exc)
-        if part is None:
-            part = local_columns(metric, samples[start:stop], outputs[start:stop], batch_size)
-        parts.append(part)
-        if progress is not None:
-            progress(stop - start)
+    try:
+        for (start, stop), future in zip(bounds, futures):
+            part = None
+            if future is not None:
+                try:
+                    part = future.result()
+                except Exception as exc:  # noqa: BLE001 - a metric's own failures are rows (local_columns); this is the pool's
+                    # the pool broke (BrokenProcessPool) or the chunk could not be pickled: this
+                    # chunk (and later ones of a broken pool) is scored here, once
+                    LOG.warning("scoring samples %d-%d of %s in process: %s: %s", start, stop - 1, metric.name, type(exc).__name__, exc)
+            if part is None:
+                part = local_columns(metric, samples[start:stop], outputs[start:stop], batch_size)
+            parts.append(part)
+            if progress is not None:
+                progress(stop - start)
+    except BaseException:  # Ctrl-C (KeyboardInterrupt), SystemExit: stop the workers now, not after their chunks
+        _abandon_pool()
+        raise
     return {name: tuple(list(itertools.chain.from_iterable(p[name][i] for p in parts)) for i in range(3))  # type: ignore[misc]
             for name in metric.emitted()}
 

@@ -289,3 +289,41 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [p for p in pids if alive(p)]
+
+
+def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_path):
+    """SIGINT to the process group while workers score (what Ctrl-C in a terminal sends): the
+    command gets KeyboardInterrupt, the workers stop without tracebacks of their own, the
+    process ends within seconds (not after the running chunks), and no worker is left."""
+    import time
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from metric_ops import Sample, get_metric, parallel
+        from metric_ops.runner import score_frame
+        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d " % i * 30,)) for i in range(40000)]
+        outputs = ["a cat sat on a mat number %d " % (i % 7) * 30 for i in range(40000)]
+        pool = parallel._pool(2)
+        print(" ".join(str(p) for p in pool._processes), flush=True)
+        try:
+            score_frame(get_metric("chrf"), samples, outputs, workers=2)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            raise
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    time.sleep(3)  # chunks are out
+    os.killpg(proc.pid, signal.SIGINT)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 15
+    assert "interrupted" in out and proc.returncode != 0
+    assert err.count("Traceback") == 1, err  # the command's own KeyboardInterrupt, none from a worker
+    time.sleep(1)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
