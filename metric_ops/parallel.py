@@ -21,19 +21,22 @@ The pool:
 - a chunk whose worker dies or that cannot be sent is scored in the calling process, with
   the same values, and a warning in the log: no sample is lost and none is scored twice.
 
-``FACETLAKE_SCORE_WORKERS``: number of worker processes (``1`` = always in process; default:
-the CPUs this process may run on). Raises nothing of its own: bad values of the variable
-are a :class:`ParallelConfigError` naming the variable and the fix.
+``FACETLAKE_SCORE_WORKERS``: number of worker processes (``1`` = always in process; default
+and most: the CPUs this process may use, container CPU quotas included, :func:`usable_cpus`).
+The pool's size is fixed at its first use in a process. A malformed value is a
+:class:`ParallelConfigError` naming the variable and the fix.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import itertools
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -59,34 +62,44 @@ class ParallelConfigError(FacetlakeError, ValueError):
     """``FACETLAKE_SCORE_WORKERS`` is not a whole number >= 1."""
 
 
+@functools.lru_cache(maxsize=1)
 def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one, else ``os.cpu_count()``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """CPUs this process may use: ``joblib.cpu_count()``, which takes the affinity mask and a
+    container's CPU quota (Linux cgroups v1 and v2) into account, so a container limited to 2
+    CPUs on a 64-core host gets 2 (``os.cpu_count()`` says 64). Looked up once per process."""
+    from joblib import cpu_count
+
+    return max(1, int(cpu_count()))
+
+
+def requested_workers() -> int | None:
+    """``FACETLAKE_SCORE_WORKERS`` as a number of processes, or None when it is unset or blank.
+    Raises :class:`ParallelConfigError` for anything but ASCII digits making a number >= 1."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if not raw:
+        return None
+    if not re.fullmatch(r"[0-9]+", raw) or int(raw) < 1:
+        raise ParallelConfigError(f"{WORKERS_ENV}={raw!r}: give a whole number >= 1 (1 = score in process), or unset it")
+    return int(raw)
 
 
 def configured_workers() -> int:
-    """Worker processes for scoring: ``FACETLAKE_SCORE_WORKERS`` when set, else :func:`usable_cpus`.
-    Raises :class:`ParallelConfigError` for a value that is not an integer >= 1."""
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if not raw:
-        return usable_cpus()
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ParallelConfigError(f"{WORKERS_ENV}={raw!r}: give a whole number >= 1 (1 = score in process), or unset it")
-    return value
+    """Worker processes for scoring: ``FACETLAKE_SCORE_WORKERS`` when set, else
+    :func:`usable_cpus`; never more than :func:`usable_cpus` (more processes than CPUs only
+    slow CPU-bound scoring down, and ``=99999`` would fork until memory runs out). Raises
+    :class:`ParallelConfigError` for a malformed value (:func:`requested_workers`)."""
+    requested = requested_workers()
+    return usable_cpus() if requested is None else min(requested, usable_cpus())
 
 
 _REBUILDABLE: dict[tuple[type, str], bool] = {}
 
 
-def _spec(metric: "Metric") -> tuple[str, dict[str, Any], str]:
-    return type(metric).name, dict(metric.params), metric.signature()
+def _spec(metric: "Metric") -> tuple[str, str, dict[str, Any], str]:
+    """(module defining the class, registry name, parameters, signature): what a worker needs
+    to build the same metric (it imports the module first: a metric registered by a plugin
+    package exists in a worker only once that package is imported there)."""
+    return type(metric).__module__, type(metric).name, dict(metric.params), metric.signature()
 
 
 def rebuildable(metric: "Metric") -> bool:
@@ -94,9 +107,12 @@ def rebuildable(metric: "Metric") -> bool:
     worker can build it); checked once per (class, signature) in a process."""
     from metric_ops.registry import get_metric
 
-    name, params, signature = _spec(metric)
+    module, name, params, signature = _spec(metric)
     key = (type(metric), signature)
     if key not in _REBUILDABLE:
+        if module in ("__main__", "__mp_main__") or "<" in module:  # a script's or a notebook's class: no worker has it
+            _REBUILDABLE[key] = False
+            return False
         try:
             built = get_metric(name, **params)
             _REBUILDABLE[key] = type(built) is type(metric) and built.signature() == signature
@@ -116,9 +132,10 @@ def planned_workers(metric: "Metric", n_samples: int, workers: int | None = None
     if not getattr(metric, "parallel_safe", False) or getattr(metric, "corpus_level", False):
         return 1
     if workers is None:
-        workers = configured_workers()  # a bad FACETLAKE_SCORE_WORKERS is refused whatever the size
+        requested_workers()  # a malformed FACETLAKE_SCORE_WORKERS is refused whatever the size
         if n_samples < int(getattr(metric, "parallel_min_samples", 5_000)):
             return 1
+        workers = configured_workers()
     if workers <= 1 or n_samples < 2 or multiprocessing.current_process().daemon:
         return 1
     return workers if rebuildable(metric) else 1
@@ -126,6 +143,7 @@ def planned_workers(metric: "Metric", n_samples: int, workers: int | None = None
 
 # --------------------------------------------------------------------------- the pool
 _POOL: dict[str, Any] = {"pool": None, "size": 0, "pid": None}
+_LOCK = threading.RLock()
 
 
 def _init_worker() -> None:
@@ -173,7 +191,9 @@ def _pool(size: int) -> ProcessPoolExecutor:
     """This process's scoring pool with ``size`` workers, started now if need be (all its
     workers at once, while :func:`_main_module_hidden`)."""
     pool = _POOL["pool"]
-    if pool is not None and (_POOL["pid"] != os.getpid() or _POOL["size"] < size or getattr(pool, "_broken", False)):
+    # a healthy pool is reused whatever size is asked now (its size is fixed at its first
+    # use): replacing it would cancel the chunks another thread has out
+    if pool is not None and (_POOL["pid"] != os.getpid() or getattr(pool, "_broken", False)):
         if _POOL["pid"] == os.getpid():
             pool.shutdown(wait=False, cancel_futures=True)
         pool = None
@@ -194,35 +214,40 @@ def _abandon_pool() -> None:
     """Stop this process's workers at once (their running chunks are thrown away) and forget
     the pool: what an interrupted command needs, since the interpreter's exit would
     otherwise wait for every running chunk to finish."""
-    pool = _POOL["pool"]
-    if pool is None or _POOL["pid"] != os.getpid():
-        return
-    for process in list(getattr(pool, "_processes", {}).values()):  # ProcessPoolExecutor keeps them by pid
-        process.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-    _POOL.update(pool=None, size=0, pid=None)
+    with _LOCK:
+        pool = _POOL["pool"]
+        if pool is None or _POOL["pid"] != os.getpid():
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):  # ProcessPoolExecutor keeps them by pid
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        _POOL.update(pool=None, size=0, pid=None)
 
 
 def shutdown_pool() -> None:
     """Stop this process's scoring workers (started again on next use)."""
-    pool = _POOL["pool"]
-    if pool is not None and _POOL["pid"] == os.getpid():
-        pool.shutdown(wait=True, cancel_futures=True)
-    _POOL.update(pool=None, size=0, pid=None)
+    with _LOCK:
+        pool = _POOL["pool"]
+        if pool is not None and _POOL["pid"] == os.getpid():
+            pool.shutdown(wait=True, cancel_futures=True)
+        _POOL.update(pool=None, size=0, pid=None)
 
 
 _WORKER_METRICS: dict[str, "Metric"] = {}
 
 
-def _worker_columns(spec: tuple[str, dict[str, Any], str], samples: list["Sample"], outputs: list[str | None],
+def _worker_columns(spec: tuple[str, str, dict[str, Any], str], samples: list["Sample"], outputs: list[str | None],
                     batch_size: int) -> Columns:
     """In a worker: the columns of ``spec``'s metric over one chunk (the in-process code path)."""
+    import importlib
+
     from metric_ops.registry import get_metric
     from metric_ops.runner import local_columns
 
-    name, params, signature = spec
+    module, name, params, signature = spec
     metric = _WORKER_METRICS.get(signature)
     if metric is None:
+        importlib.import_module(module)  # registers a plugin's metric classes in this worker
         metric = get_metric(name, **params)
         if metric.signature() != signature:  # the caller checked; a worker with other library versions must not score
             raise RuntimeError(f"worker built {metric.signature()!r}, expected {signature!r}")
@@ -247,39 +272,51 @@ def parallel_columns(
 ) -> Columns:
     """:func:`metric_ops.runner.local_columns` over chunks scored by ``workers`` processes,
     joined in input order. A chunk that a worker could not score (a dead worker, a pool that
-    would not start, an unpicklable sample) is scored here instead, with a warning."""
+    would not start, an unpicklable sample) is scored here instead, with a warning. An
+    interruption (Ctrl-C) stops the workers at once and is raised."""
+    try:
+        return _parallel_columns(metric, samples, outputs, batch_size, workers, progress)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not after the running chunks
+            _abandon_pool()
+        raise
+
+
+def _parallel_columns(metric: "Metric", samples: Sequence["Sample"], outputs: Sequence[str | None], batch_size: int,
+                      workers: int, progress: Callable[[int], Any] | None) -> Columns:
     from metric_ops.runner import local_columns
 
     bounds = chunk_bounds(len(samples), workers)
     spec = _spec(metric)
     futures: list[Future | None] = []
     try:
-        pool = _pool(workers)
-        with _main_module_hidden():  # a worker that died is not replaced (the pool breaks), but be safe
-            for start, stop in bounds:
-                futures.append(pool.submit(_worker_columns, spec, list(samples[start:stop]), list(outputs[start:stop]), batch_size))
+        # one thread at a time starts workers and submits: the stand-in __main__ is the
+        # process's, and a second thread putting the real one back while workers start
+        # would let them import the calling script
+        with _LOCK:
+            pool = _pool(workers)
+            with _main_module_hidden():  # a worker that died is not replaced (the pool breaks), but be safe
+                for start, stop in bounds:
+                    futures.append(pool.submit(_worker_columns, spec, list(samples[start:stop]), list(outputs[start:stop]),
+                                               batch_size))
     except Exception as exc:  # noqa: BLE001 - no pool (a sandbox without semaphores, ...): in process
-        LOG.warning("scoring %s in process: worker processes unavailable (%s: %s)", metric.name, type(exc).__name__, exc)
+        LOG.warning("scoring %s in this process: worker processes unavailable (%s: %s)", metric.name, type(exc).__name__, exc)
         futures.extend([None] * (len(bounds) - len(futures)))
     parts: list[Columns] = []
-    try:
-        for (start, stop), future in zip(bounds, futures):
-            part = None
-            if future is not None:
-                try:
-                    part = future.result()
-                except Exception as exc:  # noqa: BLE001 - a metric's own failures are rows (local_columns); this is the pool's
-                    # the pool broke (BrokenProcessPool) or the chunk could not be pickled: this
-                    # chunk (and later ones of a broken pool) is scored here, once
-                    LOG.warning("scoring samples %d-%d of %s in process: %s: %s", start, stop - 1, metric.name, type(exc).__name__, exc)
-            if part is None:
-                part = local_columns(metric, samples[start:stop], outputs[start:stop], batch_size)
-            parts.append(part)
-            if progress is not None:
-                progress(stop - start)
-    except BaseException:  # Ctrl-C (KeyboardInterrupt), SystemExit: stop the workers now, not after their chunks
-        _abandon_pool()
-        raise
+    for (start, stop), future in zip(bounds, futures):
+        part = None
+        if future is not None:
+            try:
+                part = future.result()
+            except Exception as exc:  # noqa: BLE001 - a metric's own failures are rows (local_columns); this is the pool's
+                # the pool broke (BrokenProcessPool) or the chunk could not be pickled: this
+                # chunk (and later ones of a broken pool) is scored here, once
+                LOG.warning("scoring samples %s to %s (positions %d-%d) of %s in this process: %s: %s", samples[start].sample_id,
+                            samples[stop - 1].sample_id, start, stop - 1, metric.name, type(exc).__name__, exc)
+        if part is None:
+            part = local_columns(metric, samples[start:stop], outputs[start:stop], batch_size)
+        parts.append(part)
+        if progress is not None:
+            progress(stop - start)
     return {name: tuple(list(itertools.chain.from_iterable(p[name][i] for p in parts)) for i in range(3))  # type: ignore[misc]
             for name in metric.emitted()}
-

@@ -75,9 +75,12 @@ def test_work_that_does_not_pay_stays_in_process(monkeypatch):
     assert parallel.planned_workers(bleu, 1_000_000) == 1
     monkeypatch.setenv(parallel.WORKERS_ENV, "3")
     assert parallel.planned_workers(bleu, 1_000_000) == 3
-    monkeypatch.setenv(parallel.WORKERS_ENV, "two")
-    with pytest.raises(parallel.ParallelConfigError, match="FACETLAKE_SCORE_WORKERS='two'"):
-        parallel.planned_workers(bleu, 1_000_000)
+    monkeypatch.setenv(parallel.WORKERS_ENV, "99999")
+    assert parallel.planned_workers(bleu, 1_000_000) == 8  # never more processes than CPUs
+    for bad in ("two", "0", "-3", "1.5", "+2", "\u0663"):  # the last: ARABIC-INDIC DIGIT THREE, which int() accepts
+        monkeypatch.setenv(parallel.WORKERS_ENV, bad)
+        with pytest.raises(parallel.ParallelConfigError, match="FACETLAKE_SCORE_WORKERS="):
+            parallel.planned_workers(bleu, 10)  # refused whatever the size
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
     monkeypatch.delenv(parallel.WORKERS_ENV)
     assert parallel.planned_workers(bleu, 1_000_000) == 1  # one core: in process
@@ -139,7 +142,7 @@ def test_a_dead_worker_loses_no_sample_and_scores_none_twice(caplog):
     assert killed
     assert spread.equals(expected)
     assert spread.height == len(samples) and spread["sample_id"].n_unique() == len(samples)
-    assert any("in process" in r.getMessage() for r in caplog.records)
+    assert any("in this process" in r.getMessage() for r in caplog.records)
     again = score_frame(metric, samples, outputs, workers=2)
     assert again.equals(expected)
     assert victims[0] not in parallel._POOL["pool"]._processes
@@ -174,7 +177,7 @@ def test_the_calling_script_does_not_run_again_in_the_workers(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("script ran") == 1, result.stdout
     assert "equal True" in result.stdout
-    assert "in process" not in result.stderr  # the workers did the work
+    assert "in this process" not in result.stderr  # the workers did the work
 
 
 
@@ -327,3 +330,74 @@ def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_pat
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_threads_of_an_unguarded_script_never_run_it_again(tmp_path):
+    """Six threads scoring at once with workers=2 in a script without a main guard (three
+    rounds, each starting a new pool; without the lock this failed about one round in three): pool start
+    and submissions are serialised, so no worker imports the script (its top line is printed
+    once) and every frame equals in-process scoring, with no chunk left to this process."""
+    script = tmp_path / "threads.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, threading
+        sys.path.insert(0, {str(ROOT)!r})
+        print("script ran", flush=True)
+        from metric_ops import Sample, get_metric
+        from metric_ops.runner import score_frame
+        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
+        outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
+        from metric_ops import parallel
+        names = ["bleu", "chrf", "rouge_l", "chrf_pp", "rouge_1", "bleu"]
+        ok = True
+        for round in range(3):  # the race is at worker start: a new pool each round
+            parallel.shutdown_pool()
+            got = {{}}
+            def work(i):
+                got[i] = score_frame(get_metric(names[i]), samples, outputs, workers=2)
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(len(names))]
+            for t in threads: t.start()
+            for t in threads: t.join()
+            ok = ok and all(got[i].equals(score_frame(get_metric(names[i]), samples, outputs, workers=1)) for i in got)
+        print("equal", ok, flush=True)
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("script ran") == 1, result.stdout
+    assert "equal True" in result.stdout
+    assert "in this process" not in result.stderr, result.stderr
+
+
+def test_plugin_metrics_are_built_in_workers_and_script_metrics_stay_in_process(tmp_path):
+    """A parallel-safe metric registered by an importable module (a plugin) is built in the
+    workers (they import its module); one defined in the calling script is not offered to
+    them (no worker could build it). Both give the in-process values, with no warning."""
+    (tmp_path / "my_plugin.py").write_text(textwrap.dedent("""
+        from metric_ops.lexical import SentenceBLEU
+
+        class PluginBLEU(SentenceBLEU):
+            name = "plugin_bleu"
+    """))
+    script = tmp_path / "use_plugins.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(ROOT)!r}, {str(tmp_path)!r}]
+        import my_plugin
+        from metric_ops import Sample, get_metric, parallel
+        from metric_ops.lexical import SentenceBLEU
+        from metric_ops.runner import score_frame
+
+        class ScriptBLEU(SentenceBLEU):
+            name = "script_bleu"
+
+        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(2000)]
+        outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(2000)]
+        plugin, script = get_metric("plugin_bleu"), get_metric("script_bleu")
+        print("planned", parallel.planned_workers(plugin, 2000, 2), parallel.planned_workers(script, 2000, 2))
+        for m in (plugin, script):
+            print(m.name, score_frame(m, samples, outputs, workers=2).equals(score_frame(m, samples, outputs, workers=1)))
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "planned 2 1" in result.stdout
+    assert "plugin_bleu True" in result.stdout and "script_bleu True" in result.stdout
+    assert "in this process" not in result.stderr, result.stderr
