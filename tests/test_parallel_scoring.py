@@ -296,8 +296,9 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
 
 def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_path):
     """SIGINT to the process group while workers score (what Ctrl-C in a terminal sends): the
-    command gets KeyboardInterrupt, the workers stop without tracebacks of their own, the
-    process ends within seconds (not after the running chunks), and no worker is left."""
+    command gets KeyboardInterrupt, its workers are terminated then (exit by SIGTERM, not left
+    to finish their chunks or to wait for more), none prints a traceback of its own, and
+    none is left afterwards."""
     import time
 
     script = tmp_path / "interrupted.py"
@@ -309,28 +310,28 @@ def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_pat
         samples = [Sample(str(i), "q", ("the cat sat on the mat number %d " % i * 30,)) for i in range(40000)]
         outputs = ["a cat sat on a mat number %d " % (i % 7) * 30 for i in range(40000)]
         pool = parallel._pool(2)
-        print(" ".join(str(p) for p in pool._processes), flush=True)
+        workers = list(pool._processes.values())
+        print(" ".join(str(p.pid) for p in workers), flush=True)
         try:
             score_frame(get_metric("chrf"), samples, outputs, workers=2)
         except KeyboardInterrupt:
-            print("interrupted", flush=True)
+            for p in workers:
+                p.join(60)
+            print("interrupted", [p.exitcode for p in workers], flush=True)
             raise
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     pids = [int(p) for p in proc.stdout.readline().split()]
-    time.sleep(3)  # chunks are out
+    time.sleep(3)  # chunks are out (the whole job is minutes of chrF on 2 cores)
     os.killpg(proc.pid, signal.SIGINT)
-    t0 = time.monotonic()
-    out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - t0 < 15
-    assert "interrupted" in out and proc.returncode != 0
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert f"interrupted {[-signal.SIGTERM] * len(pids)}" in out, (out, err)  # terminated by the command
     assert err.count("Traceback") == 1, err  # the command's own KeyboardInterrupt, none from a worker
-    time.sleep(1)
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-
 
 def test_threads_of_an_unguarded_script_never_run_it_again(tmp_path):
     """Six threads scoring at once with workers=2 in a script without a main guard (three
