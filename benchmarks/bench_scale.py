@@ -50,7 +50,8 @@ sys.path[:0] = [str(ROOT)]
 BIN = Path(sys.executable).parent
 SCORES_PER_SAMPLE = 2 * 4  # 2 models x (bleu, rouge_l_precision, rouge_l_recall, rouge_l_f)
 
-COMPUTE = r"""
+# the pairs and the metrics, read the same way by both measurements below
+_LOAD = r"""
 import json, sys, time
 from metric_ops import Sample, get_metric
 folder, metrics = sys.argv[1], sys.argv[2].split(",")
@@ -58,6 +59,9 @@ rows = [json.loads(l) for l in open(folder + "/data.jsonl")]
 samples = [Sample(r["sample_id"], r["input"], (r["reference"],)) for r in rows]
 outs = [[json.loads(l)["output"] for l in open(f"{folder}/{m}.jsonl")] for m in ("v1", "v2")]
 built = [get_metric(name) for name in metrics]
+"""
+
+COMPUTE = _LOAD + r"""
 for metric in built:  # first call outside the timer: lazy library imports are start-up, not compute
     metric.score_batch(samples[:1], outs[0][:1])
 t0 = time.perf_counter()
@@ -72,15 +76,8 @@ print(json.dumps({"compute_s": time.perf_counter() - t0, "scored": n}))
 # the same metrics spread over the machine's cores as the scores asset spreads them
 # (metric_ops.parallel: chunks in a forkserver pool, with the runner's per-row checks and
 # detail JSON): what the run's scoring could cost at best on this machine
-COMPUTE_PARALLEL = r"""
-import json, sys, time
-from metric_ops import Sample, get_metric
+COMPUTE_PARALLEL = _LOAD + r"""
 from metric_ops.parallel import _pool, configured_workers, parallel_columns
-folder, metrics = sys.argv[1], sys.argv[2].split(",")
-rows = [json.loads(l) for l in open(folder + "/data.jsonl")]
-samples = [Sample(r["sample_id"], r["input"], (r["reference"],)) for r in rows]
-outs = [[json.loads(l)["output"] for l in open(f"{folder}/{m}.jsonl")] for m in ("v1", "v2")]
-built = [get_metric(name) for name in metrics]
 workers = configured_workers()
 if __name__ == "__main__":
     _pool(workers)  # the pool's start-up outside the timer, as the lazy imports above

@@ -142,7 +142,7 @@ def planned_workers(metric: "Metric", n_samples: int, workers: int | None = None
 
 
 # --------------------------------------------------------------------------- the pool
-_POOL: dict[str, Any] = {"pool": None, "size": 0, "pid": None}
+_POOL: dict[str, Any] = {"pool": None, "pid": None}
 _LOCK = threading.RLock()
 
 
@@ -206,7 +206,7 @@ def _pool(size: int) -> ProcessPoolExecutor:
             # each submit while no worker is idle starts one more: all of them start here
             for future in [pool.submit(os.getpid) for _ in range(size)]:
                 future.result()
-        _POOL.update(pool=pool, size=size, pid=os.getpid())
+        _POOL.update(pool=pool, pid=os.getpid())
     return pool
 
 
@@ -221,7 +221,7 @@ def _abandon_pool() -> None:
         for process in list(getattr(pool, "_processes", {}).values()):  # ProcessPoolExecutor keeps them by pid
             process.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
-        _POOL.update(pool=None, size=0, pid=None)
+        _POOL.update(pool=None, pid=None)
 
 
 def shutdown_pool() -> None:
@@ -230,7 +230,7 @@ def shutdown_pool() -> None:
         pool = _POOL["pool"]
         if pool is not None and _POOL["pid"] == os.getpid():
             pool.shutdown(wait=True, cancel_futures=True)
-        _POOL.update(pool=None, size=0, pid=None)
+        _POOL.update(pool=None, pid=None)
 
 
 _WORKER_METRICS: dict[str, "Metric"] = {}
@@ -262,32 +262,33 @@ def chunk_bounds(n: int, workers: int) -> list[tuple[int, int]]:
     return [(start, min(n, start + size)) for start in range(0, n, size)]
 
 
-def parallel_columns(
-    metric: "Metric",
-    samples: Sequence["Sample"],
-    outputs: Sequence[str | None],
-    batch_size: int,
+def map_chunks(
+    fn: Callable[..., Any],
+    calls: Sequence[tuple],
     workers: int,
-    progress: Callable[[int], Any] | None = None,
-) -> Columns:
-    """:func:`metric_ops.runner.local_columns` over chunks scored by ``workers`` processes,
-    joined in input order. A chunk that a worker could not score (a dead worker, a pool that
-    would not start, an unpicklable sample) is scored here instead, with a warning. An
-    interruption (Ctrl-C) stops the workers at once and is raised."""
+    here: Callable[[int], Any],
+    what: str,
+    describe: Callable[[int], str],
+    done: Callable[[int], Any] | None = None,
+) -> list[Any]:
+    """``[fn(*call) for call in calls]``, each call run by one of this process's ``workers``
+    scoring processes (the pool is started if need be), results in the order of ``calls``.
+
+    ``fn`` is a module-level function a worker can import; ``here(i)`` gives call i's result
+    computed in this process, for a call no worker ran (a pool that would not start, a dead
+    worker, arguments that cannot be pickled), with a warning naming ``what`` /
+    ``describe(i)``. ``done(i)`` runs after each result, in order (a progress bar). An
+    interruption (Ctrl-C, SystemExit) stops the workers at once and is raised."""
     try:
-        return _parallel_columns(metric, samples, outputs, batch_size, workers, progress)
+        return _map_chunks(fn, calls, workers, here, what, describe, done)
     except BaseException as exc:
         if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not after the running chunks
             _abandon_pool()
         raise
 
 
-def _parallel_columns(metric: "Metric", samples: Sequence["Sample"], outputs: Sequence[str | None], batch_size: int,
-                      workers: int, progress: Callable[[int], Any] | None) -> Columns:
-    from metric_ops.runner import local_columns
-
-    bounds = chunk_bounds(len(samples), workers)
-    spec = _spec(metric)
+def _map_chunks(fn: Callable[..., Any], calls: Sequence[tuple], workers: int, here: Callable[[int], Any], what: str,
+                describe: Callable[[int], str], done: Callable[[int], Any] | None) -> list[Any]:
     futures: list[Future | None] = []
     try:
         # one thread at a time starts workers and submits: the stand-in __main__ is the
@@ -296,27 +297,49 @@ def _parallel_columns(metric: "Metric", samples: Sequence["Sample"], outputs: Se
         with _LOCK:
             pool = _pool(workers)
             with _main_module_hidden():  # a worker that died is not replaced (the pool breaks), but be safe
-                for start, stop in bounds:
-                    futures.append(pool.submit(_worker_columns, spec, list(samples[start:stop]), list(outputs[start:stop]),
-                                               batch_size))
+                for call in calls:
+                    futures.append(pool.submit(fn, *call))
     except Exception as exc:  # noqa: BLE001 - no pool (a sandbox without semaphores, ...): in process
-        LOG.warning("scoring %s in this process: worker processes unavailable (%s: %s)", metric.name, type(exc).__name__, exc)
-        futures.extend([None] * (len(bounds) - len(futures)))
-    parts: list[Columns] = []
-    for (start, stop), future in zip(bounds, futures):
-        part = None
+        LOG.warning("scoring %s in this process: worker processes unavailable (%s: %s)", what, type(exc).__name__, exc)
+        futures.extend([None] * (len(calls) - len(futures)))
+    results = []
+    for i, future in enumerate(futures):
+        result, ran = None, False
         if future is not None:
             try:
-                part = future.result()
-            except Exception as exc:  # noqa: BLE001 - a metric's own failures are rows (local_columns); this is the pool's
-                # the pool broke (BrokenProcessPool) or the chunk could not be pickled: this
-                # chunk (and later ones of a broken pool) is scored here, once
-                LOG.warning("scoring samples %s to %s (positions %d-%d) of %s in this process: %s: %s", samples[start].sample_id,
-                            samples[stop - 1].sample_id, start, stop - 1, metric.name, type(exc).__name__, exc)
-        if part is None:
-            part = local_columns(metric, samples[start:stop], outputs[start:stop], batch_size)
-        parts.append(part)
-        if progress is not None:
-            progress(stop - start)
+                result, ran = future.result(), True
+            except Exception as exc:  # noqa: BLE001 - the pool's failure; a call's own error is raised again by here(i)
+                # the pool broke (BrokenProcessPool) or the call could not be pickled: this call
+                # (and later ones of a broken pool) is run here, once
+                LOG.warning("scoring %s in this process: %s: %s", describe(i), type(exc).__name__, exc)
+        results.append(result if ran else here(i))
+        if done is not None:
+            done(i)
+    return results
+
+
+def parallel_columns(
+    metric: "Metric",
+    samples: Sequence["Sample"],
+    outputs: Sequence[str | None],
+    batch_size: int,
+    workers: int,
+    progress: Callable[[int], Any] | None = None,
+) -> Columns:
+    """:func:`metric_ops.runner.local_columns` over chunks scored by ``workers`` processes
+    (:func:`map_chunks`), joined in input order. A chunk that a worker could not score is
+    scored here instead, with a warning naming its samples."""
+    from metric_ops.runner import local_columns
+
+    bounds = chunk_bounds(len(samples), workers)
+    spec = _spec(metric)
+    parts = map_chunks(
+        _worker_columns, [(spec, list(samples[a:b]), list(outputs[a:b]), batch_size) for a, b in bounds], workers,
+        here=lambda i: local_columns(metric, samples[bounds[i][0]:bounds[i][1]], outputs[bounds[i][0]:bounds[i][1]], batch_size),
+        what=metric.name,
+        describe=lambda i: (f"samples {samples[bounds[i][0]].sample_id} to {samples[bounds[i][1] - 1].sample_id} "
+                            f"(positions {bounds[i][0]}-{bounds[i][1] - 1}) of {metric.name}"),
+        done=None if progress is None else (lambda i: progress(bounds[i][1] - bounds[i][0])),
+    )
     return {name: tuple(list(itertools.chain.from_iterable(p[name][i] for p in parts)) for i in range(3))  # type: ignore[misc]
             for name in metric.emitted()}

@@ -1,7 +1,7 @@
 """Score many metrics over many samples fast: the batched path behind the benchmark.
 
-- Lexical metrics are scored in chunks spread over the machine's cores (a process pool;
-  each worker builds its metric objects once) when the work pays for the workers'
+- Lexical metrics are scored in chunks spread over the machine's cores (the scoring pool
+  of :mod:`metric_ops.parallel`; each worker builds its metric objects once) when the work pays for the workers'
   start-up (:func:`plan_workers`: at least :data:`PARALLEL_MIN_SCORES` sample x metric
   scores); smaller work runs in process. A worker imports only the metric families asked
   for (no NLTK unless METEOR is requested).
@@ -17,10 +17,8 @@ dicts ``score_batch`` returns, in input order.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Metric, Sample, Score, check_lengths
@@ -68,6 +66,19 @@ def _init_worker(specs: list[tuple[str, str, dict[str, Any]]]) -> None:
 def _score_chunk(args: tuple[int, list[Sample], list[str]]) -> tuple[int, dict[str, list[dict[str, Score]]]]:
     start, samples, outputs = args
     return start, {key: metric.score_batch(samples, outputs) for key, metric in _WORKER_METRICS.items()}
+
+
+_WORKER_SPECS: list[list[tuple[str, str, dict[str, Any]]]] = []
+
+
+def _suite_chunk(specs: list[tuple[str, str, dict[str, Any]]],
+                 args: tuple[int, list[Sample], list[str]]) -> tuple[int, dict[str, list[dict[str, Score]]]]:
+    """In a worker of the shared scoring pool: ``specs``' metrics (built once per set of
+    specs) over one chunk."""
+    if _WORKER_SPECS != [specs]:
+        _init_worker(specs)
+        _WORKER_SPECS[:] = [specs]
+    return _score_chunk(args)
 
 
 def _is_corpus_level(metric: Metric) -> bool:
@@ -120,13 +131,20 @@ def score_suite(
     try:
         if lexical and chunks:
             if workers > 1 and len(chunks) > 1:
+                # the scoring pool the scores asset uses (metric_ops/parallel.py: forkserver
+                # workers, dead-worker fallback, Ctrl-C, the calling script left alone)
+                from metric_ops.parallel import map_chunks
+
                 specs = [(k, metrics[k][0], metrics[k][1]) for k in lexical]
-                ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")  # never fork a process that may hold torch or tokenizer threads
-                with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker, initargs=(specs,)) as pool:
-                    for start, part in pool.map(_score_chunk, chunks):
-                        for k, rows in part.items():
-                            results[k][start : start + len(rows)] = rows
-                        bar.update(len(next(iter(part.values()))) * len(lexical))
+                parts = map_chunks(
+                    _suite_chunk, [(specs, chunk) for chunk in chunks], workers,
+                    here=lambda i: (chunks[i][0], {k: m.score_batch(chunks[i][1], chunks[i][2]) for k, m in lexical.items()}),
+                    what="lexical metrics", describe=lambda i: f"chunk {i} ({len(chunks[i][1])} samples) of the lexical metrics",
+                    done=lambda i: bar.update(len(chunks[i][1]) * len(lexical)),
+                )
+                for start, part in parts:
+                    for k, rows in part.items():
+                        results[k][start : start + len(rows)] = rows
             else:
                 for start, s, o in chunks:
                     for k, m in lexical.items():

@@ -72,9 +72,9 @@ def open_lake(path: Optional[str]):
     A malformed ``FACETLAKE_SCORE_WORKERS`` is refused here, before any run starts (one line,
     :class:`metric_ops.parallel.ParallelConfigError`), not in the middle of a scores step."""
     if os.environ.get("FACETLAKE_SCORE_WORKERS", "").strip():
-        from metric_ops.parallel import configured_workers
+        from metric_ops.parallel import requested_workers
 
-        configured_workers()
+        requested_workers()
     from resources.lake import LakeStore
 
     return LakeStore(root=path) if path else LakeStore()

@@ -126,9 +126,6 @@ def check_table(table: str, schema: pa.Schema, data: pa.Table) -> None:
         _refuse(table, field.name, row, values[row - 1] if values else None, field)
 
 
-__all__ = ["check_rows", "check_table"]
-
-
 def string_list_column(name: str, seqs: Sequence[Sequence[str]]) -> "Any":
     """A polars ``List(String)`` Series of ``seqs`` (one list per row; an empty sequence is an
     empty list, never null), built from one flat string column and its offsets.
@@ -150,3 +147,6 @@ def string_list_column(name: str, seqs: Sequence[Sequence[str]]) -> "Any":
     # offsets from their buffer: pa.array(ndarray) would import pandas
     offsets_array = pa.Array.from_buffers(pa.int64(), offsets.size, [None, pa.py_buffer(offsets)])
     return pl.Series(name, pa.LargeListArray.from_arrays(offsets_array, values))
+
+
+__all__ = ["check_rows", "check_table", "string_list_column"]

@@ -161,18 +161,24 @@ def test_the_pool_is_started_once_and_reused():
     assert set(parallel._POOL["pool"]._processes) == first
 
 
+def _unguarded_script_head() -> str:
+    """The top of a script without a main guard: it prints one line, then builds 3,000 pairs."""
+    return textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        print("script ran", flush=True)
+        from metric_ops import Sample, get_metric, parallel
+        from metric_ops.runner import score_frame
+        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
+        outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
+    """)
+
+
 def test_the_calling_script_does_not_run_again_in_the_workers(tmp_path):
     """A script without an ``if __name__ == "__main__"`` guard: multiprocessing would import
     it in every worker (and run it again); the pool's workers start with it out of view."""
     script = tmp_path / "unguarded.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(ROOT)!r})
-        print("script ran", flush=True)
-        from metric_ops import Sample, get_metric
-        from metric_ops.runner import score_frame
-        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
-        outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
+    script.write_text(_unguarded_script_head() + textwrap.dedent("""
         a = score_frame(get_metric("bleu"), samples, outputs, workers=2)
         b = score_frame(get_metric("bleu"), samples, outputs, workers=1)
         print("equal", a.equals(b), flush=True)
@@ -337,26 +343,20 @@ def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_pat
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
 
+
 def test_threads_of_an_unguarded_script_never_run_it_again(tmp_path):
     """Six threads scoring at once with workers=2 in a script without a main guard (three
     rounds, each starting a new pool; without the lock this failed about one round in three): pool start
     and submissions are serialised, so no worker imports the script (its top line is printed
     once) and every frame equals in-process scoring, with no chunk left to this process."""
     script = tmp_path / "threads.py"
-    script.write_text(textwrap.dedent(f"""
-        import sys, threading
-        sys.path.insert(0, {str(ROOT)!r})
-        print("script ran", flush=True)
-        from metric_ops import Sample, get_metric
-        from metric_ops.runner import score_frame
-        samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
-        outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
-        from metric_ops import parallel
+    script.write_text(_unguarded_script_head() + textwrap.dedent("""
+        import threading
         names = ["bleu", "chrf", "rouge_l", "chrf_pp", "rouge_1", "bleu"]
         ok = True
         for round in range(3):  # the race is at worker start: a new pool each round
             parallel.shutdown_pool()
-            got = {{}}
+            got = {}
             def work(i):
                 got[i] = score_frame(get_metric(names[i]), samples, outputs, workers=2)
             threads = [threading.Thread(target=work, args=(i,)) for i in range(len(names))]
