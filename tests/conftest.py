@@ -9,6 +9,16 @@ from pathlib import Path
 
 import pytest
 
+# pytest-xdist runs 4 workers on CI's 2 cores (pyproject addopts), and each torch (and BLAS) would
+# start one compute thread per core: 8+ spinning threads on 2 cores made every neural test 2.5-14x
+# slower than alone (the BERTScore cross-validation took 700 s instead of 50 s; 117 s vs 295 s for
+# the three neural cross-validations with one thread). One thread per worker process, and per process
+# the tests start, which inherit the variable; set before anything imports torch. A value the
+# caller set is kept; a serial run (`-n 0`) is left alone.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 # rouge-score, the reference the ROUGE tests compare with, imports absl.logging, whose handler writes to
 # the sys.stderr of the moment it was imported (pytest's capture file) and *closes* that stream when the
 # handler is closed, unless it is the current sys.stderr. Every Dagster run calls logging.config.dictConfig,
