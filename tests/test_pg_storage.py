@@ -17,11 +17,10 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 
 import pytest
 
-from tests.support.services import PG, PROJECT_ROOT, _port_open
+from tests.support.services import PG, PROJECT_ROOT, _port_open, pg_database
 
 pytestmark = pytest.mark.xdist_group("services")
 PROCESSES = 6
@@ -38,21 +37,13 @@ def empty_database(tmp_path):
     """A new PostgreSQL database and a Dagster home holding deploy/dagster.yaml for it."""
     if not _port_open(*PG):
         pytest.skip("needs PostgreSQL on 127.0.0.1:5432")
-    psycopg2 = pytest.importorskip("psycopg2")
+    pytest.importorskip("psycopg2")
     pytest.importorskip("dagster_postgres", reason="pip install -e '.[deploy]'")
-    name = f"facetlake_schema_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(host=PG[0], port=PG[1], user="postgres", dbname="postgres")
-    admin.autocommit = True
-    admin.cursor().execute(f"CREATE DATABASE {name}")
     home = tmp_path / "dagster_home"
     home.mkdir()
     shutil.copy(PROJECT_ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    url = f"postgresql+psycopg2://postgres@{PG[0]}:{PG[1]}/{name}"
-    try:
-        yield name, url, home
-    finally:
-        admin.cursor().execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.close()
+    with pg_database("facetlake_schema") as name:
+        yield name, f"postgresql+psycopg2://postgres@{PG[0]}:{PG[1]}/{name}", home
 
 
 def _connect(name):

@@ -107,18 +107,34 @@ class Infra:
 
 
 @contextlib.contextmanager
+def pg_database(prefix: str = "facetlake") -> Iterator[str]:
+    """A new, empty PostgreSQL database named ``PREFIX_<random>`` (dropped, with its
+    connections, at the end); yields its name."""
+    import psycopg2
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(host=PG[0], port=PG[1], user="postgres", dbname="postgres")
+    admin.autocommit = True
+    try:
+        admin.cursor().execute(f"CREATE DATABASE {name}")
+        yield name
+    finally:
+        with contextlib.suppress(Exception):
+            admin.cursor().execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
+
+
+@contextlib.contextmanager
 def deployment(tmp: Path, workers: int = 2, daemon: bool = True, extra_env: dict[str, str] | None = None) -> Iterator[Infra]:
     """PostgreSQL database + RabbitMQ vhost + moto S3 + ``workers`` Celery workers + a daemon;
     ``extra_env`` is set for every process (e.g. an API key the workers need)."""
     import boto3
-    import psycopg2
 
     require_services()
     tag = uuid.uuid4().hex[:10]
-    database, vhost, bucket = f"facetlake_{tag}", f"facetlake-{tag}", f"lake-{tag}"
-    admin = psycopg2.connect(host=PG[0], port=PG[1], user="postgres", dbname="postgres")
-    admin.autocommit = True
-    admin.cursor().execute(f"CREATE DATABASE {database}")
+    vhost, bucket = f"facetlake-{tag}", f"lake-{tag}"
+    cleanup = contextlib.ExitStack()
+    database = cleanup.enter_context(pg_database())
     subprocess.run(["rabbitmqctl", "add_vhost", vhost], check=True, capture_output=True)
     subprocess.run(["rabbitmqctl", "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"], check=True, capture_output=True)
     home = tmp / "dagster_home"
@@ -164,9 +180,7 @@ def deployment(tmp: Path, workers: int = 2, daemon: bool = True, extra_env: dict
         for name in list(infra.processes):
             infra.stop(name)
         subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True)
-        with contextlib.suppress(Exception):
-            admin.cursor().execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        admin.close()
+        cleanup.close()
 
 
 def lake_env(infra: Infra) -> dict[str, str]:
