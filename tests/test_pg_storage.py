@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from tests.support.services import PG, PROJECT_ROOT, _port_open, pg_database
+from tests.support.services import PG, PROJECT_ROOT, _port_open, pg_connect, pg_database
 
 pytestmark = pytest.mark.xdist_group("services")
 PROCESSES = 6
@@ -44,14 +44,6 @@ def empty_database(tmp_path):
     shutil.copy(PROJECT_ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
     with pg_database("facetlake_schema") as name:
         yield name, f"postgresql+psycopg2://postgres@{PG[0]}:{PG[1]}/{name}", home
-
-
-def _connect(name):
-    import psycopg2
-
-    conn = psycopg2.connect(host=PG[0], port=PG[1], user="postgres", dbname=name)
-    conn.autocommit = True
-    return conn
 
 
 def _tables(conn) -> set[str]:
@@ -78,7 +70,7 @@ def test_processes_opening_an_empty_database_together_all_succeed_and_build_one_
 
     name, url, home = empty_database
     env = {**os.environ, "DAGSTER_HOME": str(home), "FACETLAKE_PG_URL": url}
-    holder, observer = _connect(name), _connect(name)
+    holder, observer = pg_connect(name), pg_connect(name)
     with holder.cursor() as cur:
         cur.execute("select pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
     procs = [subprocess.Popen([sys.executable, "-c", OPEN_INSTANCE, str(home)], cwd=PROJECT_ROOT, env=env,
@@ -116,7 +108,7 @@ def test_the_lock_is_taken_only_to_create_and_freed_on_error(empty_database):
 
     name, url, _ = empty_database
     SchemaLockedPostgresStorage(url)  # the schema, made once (NullPool: no connection kept)
-    holder = _connect(name)
+    holder = pg_connect(name)
     with holder.cursor() as cur:
         cur.execute("select pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
     opened = threading.Event()
@@ -128,7 +120,7 @@ def test_the_lock_is_taken_only_to_create_and_freed_on_error(empty_database):
 
     with pytest.raises(RuntimeError, match="boom"), schema_lock(url):
         raise RuntimeError("boom")
-    probe = _connect(name)
+    probe = pg_connect(name)
     with probe.cursor() as cur:
         cur.execute("select pg_try_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
         assert cur.fetchone()[0] is True, "the lock was still held after the block raised"

@@ -106,15 +106,21 @@ class Infra:
                               capture_output=True, text=True, timeout=timeout)
 
 
+def pg_connect(dbname: str = "postgres"):
+    """An autocommit psycopg2 connection to ``dbname`` on the test PostgreSQL, as ``postgres``."""
+    import psycopg2
+
+    conn = psycopg2.connect(host=PG[0], port=PG[1], user="postgres", dbname=dbname)
+    conn.autocommit = True
+    return conn
+
+
 @contextlib.contextmanager
 def pg_database(prefix: str = "facetlake") -> Iterator[str]:
     """A new, empty PostgreSQL database named ``PREFIX_<random>`` (dropped, with its
     connections, at the end); yields its name."""
-    import psycopg2
-
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(host=PG[0], port=PG[1], user="postgres", dbname="postgres")
-    admin.autocommit = True
+    admin = pg_connect()
     try:
         admin.cursor().execute(f"CREATE DATABASE {name}")
         yield name
