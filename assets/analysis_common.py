@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 import polars as pl
 
+from assets.freshness import scores_marker
 from resources.lake import LakeStore
 from resources.score_params import fill_params
 
@@ -73,7 +74,9 @@ def read_scores(lake: LakeStore, where: Mapping[str, Any], version: int | None =
 def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: pl.DataFrame) -> dict[str, Any]:
     """What an analysis read: each table's Delta version, the models whose ``scores`` it
     read, and per model and metric signature the scores run(s) (Dagster run ids) that
-    wrote the rows it read: every verdict traces to every run behind it."""
+    wrote the rows it read: every verdict traces to every run behind it. ``scores_marker``
+    (:func:`assets.freshness.scores_marker`) says which scores the verdict summarises: it is
+    fresh while the stored scores have the same marker."""
     models = sorted(set(scores["model"].to_list())) if scores.height else []
     runs: dict[str, list[str]] = {}
     by_signature: dict[str, dict[str, list[str]]] = {}
@@ -88,6 +91,7 @@ def reads_record(fingerprint: str, versions: Mapping[str, int | None], scores: p
         "models": models,
         "scores_run_ids": runs,
         "scores_runs_by_signature": {m: dict(sorted(v.items())) for m, v in sorted(by_signature.items())},
+        "scores_marker": scores_marker(scores) if scores.height else None,
     }
 
 

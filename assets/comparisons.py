@@ -320,12 +320,6 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
     dataset = rows[0]["dataset"] if rows else None
     # only the recomputed score names' rows are replaced; the others keep their run_id
     version = lake.replace("comparisons", update.written, update.where) if update.where else lake.version("comparisons")
-    record_run(
-        lake, context, asset="comparisons", table="comparisons", version=version, rows=len(update.written), started_at=started,
-        fingerprint=fingerprint, dataset=dataset,
-        provenance={"read": reads["table_versions"], "reads": reads, "baseline": baseline, "metric_keys": update.metric_keys,
-                    "recomputed": update.recomputed, "dropped": update.dropped, "kept": update.kept},
-    )
     stats_rows = [r for r in rows if r["kind"] == "model_metric"]
     winners = [(f"{r['metric']}: {r['model']}", r["mean"]) for r in stats_rows if r["is_winner"]]
     chart = text_bars([(f"{r['metric']} {r['model']}", r["mean"]) for r in stats_rows])
@@ -349,3 +343,12 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
         }
     )
     yield regression_check(rows, baseline, fingerprint)
+    # the runs row last, once the table, the materialisation and the regression check are stored: its
+    # scores marker is what makes these verdicts fresh (assets/freshness.py), so a run killed before it
+    # leaves them stale and the next `run` / `score` / the analysis sensor computes them again
+    record_run(
+        lake, context, asset="comparisons", table="comparisons", version=version, rows=len(update.written), started_at=started,
+        fingerprint=fingerprint, dataset=dataset,
+        provenance={"read": reads["table_versions"], "reads": reads, "baseline": baseline, "metric_keys": update.metric_keys,
+                    "recomputed": update.recomputed, "dropped": update.dropped, "kept": update.kept},
+    )

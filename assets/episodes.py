@@ -26,6 +26,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from assets.common import evaluation_fingerprint, load_samples, markdown_table, partition_parts, record_run
+from assets.freshness import scores_marker
 from metric_ops.agents import PASS_SCORES
 from metric_ops.passk import inconsistent_tasks, is_pass, oracle_disagreement, paired_pass_k, pass_k_curve
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions, pair_partitions
@@ -347,14 +348,17 @@ def episode_summary(context: dg.AssetExecutionContext, config: EpisodeSummaryCon
     spec = evaluation_spec(lake, fingerprint)
     reads = {"scores": lake.version("scores"), "episodes": lake.version("episodes")}
     eps = lake.read("episodes", where={"fingerprint": fingerprint}, columns=["model", "episode_id", "task_id", "trial"])
-    scores = lake.read("scores", where={"fingerprint": fingerprint}).filter(pl.col("metric").is_in(list(PASS_SCORES) + ["action_match"]))
+    stored = lake.read("scores", where={"fingerprint": fingerprint})
+    marker = scores_marker(stored)  # the scores this verdict summarises (assets/freshness.py)
+    scores = stored.filter(pl.col("metric").is_in(list(PASS_SCORES) + ["action_match"]))
     tasks = lake.read("samples", where={"fingerprint": fingerprint}, columns=["sample_id", "position"]).sort("position")["sample_id"].to_list()
     rows = summary_rows(scores, eps, tasks, fingerprint, row["dataset"], context.run_id, getattr(spec, "baseline", None), config)
     for r in rows:
         r["reads"] = json.dumps(reads)
     version = lake.replace("episode_summary", rows, {"fingerprint": fingerprint})
     record_run(lake, context, asset="episode_summary", table="episode_summary", version=version, rows=len(rows), started_at=started,
-               fingerprint=fingerprint, dataset=row["dataset"], provenance={"read": reads, "bootstrap": config.model_dump()})
+               fingerprint=fingerprint, dataset=row["dataset"],
+               provenance={"read": reads, "reads": {"scores_marker": marker}, "bootstrap": config.model_dump()})
     head = [r for r in rows if r["kind"] == "pass_k"]
     table = pl.DataFrame([{"model": r["model"], "oracle": r["oracle"], "k": r["k"], "pass^k": r["pass_hat_k"], "pass@k": r["pass_at_k"],
                            "tasks": r["n_tasks"], "excluded": r["n_excluded"]} for r in head]) if head else pl.DataFrame()

@@ -13,6 +13,7 @@ import dagster as dg
 import polars as pl
 
 from assets.common import evaluation_fingerprint, markdown_table, record_run
+from assets.freshness import stored_scores_markers
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.lake import LakeStore
@@ -55,15 +56,13 @@ def lm_eval_summary(context: dg.AssetExecutionContext, lake: LakeStore):
     row = evaluation_row(lake, fingerprint)
     section = evaluation_spec(lake, fingerprint).lm_eval
     scores_version = lake.version("scores")
+    marker = stored_scores_markers(lake, [fingerprint])[fingerprint]  # read first: scores newer than it make this stale
     rows = summary_rows(lake, fingerprint, section, row["dataset"]) if section else []
     now = utcnow()
     for r in rows:
         r.update(run_id=context.run_id, created_at=now)
     version = lake.replace("lm_eval_summary", rows, {"fingerprint": fingerprint})
-    record_run(
-        lake, context, asset="lm_eval_summary", table="lm_eval_summary", version=version, rows=len(rows), started_at=started,
-        fingerprint=fingerprint, dataset=row["dataset"], provenance={"read": {"scores": scores_version, "lm_eval_responses": lake.version("lm_eval_responses")}},
-    )
+    responses_version = lake.version("lm_eval_responses")
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
     view = frame.select("model", "metric", "lm_eval_value", "facetlake_value", "lm_eval_stderr", "facetlake_stderr", "agrees") if rows else frame
     yield dg.MaterializeResult(
@@ -84,4 +83,10 @@ def lm_eval_summary(context: dg.AssetExecutionContext, lake: LakeStore):
                 for r in disagreeing[:50]
             ]),
         },
+    )
+    # the runs row last (after the table and the check): its scores marker makes this verdict fresh (assets/freshness.py)
+    record_run(
+        lake, context, asset="lm_eval_summary", table="lm_eval_summary", version=version, rows=len(rows), started_at=started,
+        fingerprint=fingerprint, dataset=row["dataset"],
+        provenance={"read": {"scores": scores_version, "lm_eval_responses": responses_version}, "reads": {"scores_marker": marker}},
     )

@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame
+from pipelines.cli_common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame, refresh_stale_verdicts
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -128,7 +128,7 @@ def export(
     """Write a portable audit artifact: scores with status, metric signatures, judge reasoning,
     model identities, fingerprint inputs, package versions, the outbound ledger, a SHA-256
     manifest signed with Ed25519, and the manifest's hash anchored in the lake (evidence_exports)."""
-    from resources.catalog import CatalogError
+    from resources.catalog import CatalogError, evaluation_row
     from resources.evidence import KEY_FILE_ENV, EvidenceError, export_evidence, load_signing_key
 
     store = open_lake(lake)
@@ -139,6 +139,7 @@ def export(
         if signing_key is None and not unsigned:
             fail(f"no signing key: create one with `facetlake keygen --out DIR`, then pass --key DIR/facetlake-evidence.key "
                   f"or set {KEY_FILE_ENV}; or export with --unsigned")
+        refresh_stale_verdicts(store, [evaluation_row(store, fingerprint)["fingerprint"]])  # the summary exported is that of its scores
         manifest = export_evidence(store, fingerprint, out, format.value, include_samples, signing_key=signing_key)
     except (CatalogError, EvidenceError) as exc:
         fail(str(exc))

@@ -197,3 +197,27 @@ def first_sentence(doc: str | None) -> str:
     # a sentence ends at . ! ? followed by a space and a capital letter (not "et al., 2023")
     match = re.search(r"(?<=[.!?])\s+(?=[A-Z])", text)
     return text[: match.start()] if match else text
+
+
+
+def report_refreshed(lake, refreshed) -> None:
+    """One line per evaluation whose verdicts a command found older than its scores and
+    recomputed (``refreshed``: fingerprint -> verdict assets)."""
+    from resources.catalog import evaluation_row
+
+    for fp, assets in refreshed.items():
+        console.print(f"{evaluation_row(lake, fp)['name']}: verdicts older than its scores ({', '.join(assets)}; a run stopped "
+                      "before them?) recomputed", markup=False, highlight=False)
+
+
+def refresh_stale_verdicts(lake, fingerprints) -> dict[str, list[str]]:
+    """Before a command reads verdicts (``compare``, ``report``, ``export``): recompute those
+    of the given evaluations (64-hex fingerprints) that are older than their scores, saying
+    so (:func:`report_refreshed`), so no command shows a verdict older than the scores it
+    summarises (pipelines/runner.py ``refresh_verdicts``; history and archived evaluations
+    are left as stored). Returns fingerprint -> verdict assets recomputed."""
+    from pipelines.runner import refresh_verdicts
+
+    refreshed = refresh_verdicts(lake, fingerprints)
+    report_refreshed(lake, refreshed)
+    return refreshed

@@ -9,7 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from pipelines.cli_common import EVALUATION_HELP, EvaluationOption, LakeOption, console, fail, open_lake, print_frame
+from pipelines.cli_common import (
+    EVALUATION_HELP, EvaluationOption, LakeOption, console, fail, open_lake, print_frame, refresh_stale_verdicts,
+)
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -38,12 +40,13 @@ def report(
     """
     from assets.comparisons import IncomparableError
     from pipelines.report import ReportError, write_report
-    from resources.catalog import CatalogError
+    from resources.catalog import CatalogError, evaluation_row
 
     store = open_lake(lake)
     if not store.exists("evaluations"):
         fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run CONFIG` first, or pass --lake")
     try:
+        refresh_stale_verdicts(store, [evaluation_row(store, ref)["fingerprint"] for ref in [fingerprint, *(compare or [])]])
         path, statuses = write_report(store, fingerprint, out, compare or [], force, samples)
     except (ReportError, IncomparableError, CatalogError) as exc:
         fail(str(exc))
@@ -64,7 +67,8 @@ def compare(
     """Print each evaluation's comparisons: statistics, winners, pairwise verdicts, regression alert.
 
     With --with OTHER, first checks that OTHER evaluates the same thing: different
-    fingerprint inputs are refused (listing them) unless --force.
+    fingerprint inputs are refused (listing them) unless --force. Verdicts older than the
+    scores they summarise (left by a killed run) are recomputed first, and said so.
     """
     import polars as pl
 
@@ -95,6 +99,7 @@ def compare(
         fail(str(exc))
     if not rows_to_show:
         fail("no active evaluations; `facetlake evaluations --all` lists archived ones")
+    refresh_stale_verdicts(store, [ev["fingerprint"] for ev in rows_to_show])  # never a verdict older than its scores
     if other and len(rows_to_show) > 1:
         labelled = {_label(ev): store.read("comparisons", where={"fingerprint": ev["fingerprint"]}).to_dicts() for ev in rows_to_show}
         print_frame(side_by_side(labelled), title="side by side: mean [95% CI] per metric x model (each evaluation's own "

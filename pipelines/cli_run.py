@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from pipelines.cli_common import (
-    CONFIG_DIR, DEMO_CONFIGS, EvaluationOption, LakeOption, console, fail, open_lake, print_frame,
+    CONFIG_DIR, DEMO_CONFIGS, EvaluationOption, LakeOption, console, fail, open_lake, print_frame, report_refreshed,
 )
 
 app = typer.Typer(rich_markup_mode="markdown")
@@ -184,7 +184,9 @@ def score(
     evaluation scored: re-runs and scheduled runs keep it. A partition holds one variant per
     metric: scoring it again with other --param/--judge settings replaces that metric's
     rows (the earlier ones stay reachable by Delta time travel; the signature column says
-    which settings produced each row).
+    which settings produced each row). Verdicts (summary, comparisons, correlations) older
+    than the scores, as a killed earlier command leaves them, are recomputed even when every
+    metric is skipped as already scored.
     """
     from metric_ops.registry import UnknownMetricError
     from pipelines.launch import LaunchError
@@ -210,6 +212,9 @@ def score(
           "skipped (already scored)": ", ".join(d["skipped"]) or "-"} for d in done]
     )
     print_frame(frame, title="rescoring")
+    scored_now = {d["fingerprint"] for d in done if d["scored"]}
+    report_refreshed(store, {d["fingerprint"]: d["verdicts_refreshed"] for d in done
+                             if d.get("verdicts_refreshed") and d["fingerprint"] not in scored_now})
     outcome = scoring_outcome(store, done)
     if outcome.height:
         print_frame(

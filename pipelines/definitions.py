@@ -8,7 +8,7 @@ import dagster as dg
 
 import assets as assets_package
 from assets.catalog import INTERNAL_TABLES, SPECS
-from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, samples_job, scores_job
+from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job, scores_job
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
 from resources.lake import LakeStore
@@ -74,7 +74,7 @@ __all__ = ["ALL_ASSETS", "ALL_CHECKS", "INTERNAL_TABLES", "build_executor", "bui
 defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
-    jobs=[evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job],
+    jobs=[evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job, lm_eval_analysis_job],
     # all three start RUNNING: recurring evaluations need no hand step (pipelines/sensors.py)
     sensors=[evaluation_scheduler, inbox_sensor, analysis_sensor],
     resources=build_resources(),

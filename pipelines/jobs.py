@@ -48,3 +48,23 @@ agent_analysis_job = dg.define_asset_job(
     description="pass@k / pass^k per agent and oracle, task-paired comparisons, consistency, for one agent evaluation. "
                 "The analysis_sensor runs it after the evaluation's scores change.",
 )
+
+lm_eval_analysis_job = dg.define_asset_job(
+    "lm_eval_analysis_job",
+    selection=dg.AssetSelection.assets("lm_eval_summary"),
+    partitions_def=evaluation_partitions,
+    description="lm-eval's aggregates beside facetlake's (with the agreement check), for one evaluation lm-eval ran. "
+                "The analysis_sensor runs it after the evaluation's scores change.",
+)
+
+# the job that recomputes each verdict asset (assets/freshness.py ALL_VERDICTS)
+VERDICT_JOBS = {
+    "summary": analysis_job.name, "comparisons": analysis_job.name, "correlations": analysis_job.name,
+    "episode_summary": agent_analysis_job.name, "lm_eval_summary": lm_eval_analysis_job.name,
+}
+
+
+def verdict_jobs(assets) -> list[str]:
+    """The jobs (names, in order, each once) that recompute the verdict ``assets`` (names from
+    :data:`assets.freshness.ALL_VERDICTS`); raises KeyError for another asset."""
+    return list(dict.fromkeys(VERDICT_JOBS[a] for a in assets))

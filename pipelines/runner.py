@@ -199,16 +199,37 @@ def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterI
 
 
 def materialize_analysis(
-    fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = True
+    fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = True, assets: Iterable[str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialise an evaluation's verdicts: ``summary`` (unless ``with_summary=False``),
     ``comparisons`` (with its regression check), ``correlations``, and for an agent
-    evaluation ``episode_summary`` (pass@k / pass^k, issue 17)."""
+    evaluation ``episode_summary`` (pass@k / pass^k, issue 17); or exactly ``assets``
+    (e.g. the stale ones, :func:`assets.freshness.stale_verdicts`)."""
     from resources.episodes import has_episodes
 
-    agents = ["episode_summary"] if has_episodes(lake, evaluation_row(lake, fingerprint)["fingerprint"]) else []
-    return _materialize([*(["summary"] if with_summary else []), "comparisons", "correlations", *agents],
-                        evaluation_partition(lake, fingerprint), lake, instance)
+    if assets is None:
+        agents = ["episode_summary"] if has_episodes(lake, evaluation_row(lake, fingerprint)["fingerprint"]) else []
+        assets = [*(["summary"] if with_summary else []), "comparisons", "correlations", *agents]
+    return _materialize(list(assets), evaluation_partition(lake, fingerprint), lake, instance)
+
+
+def refresh_verdicts(
+    lake: LakeStore, fingerprints: Iterable[str], instance: dg.DagsterInstance | None = None,
+) -> dict[str, list[str]]:
+    """Recompute, in this process, every verdict of the given evaluations (64-hex
+    fingerprints) that is older than the scores it summarises (assets/freshness.py): a run
+    killed between its scores and its verdicts, or a scores change from any path.
+    Evaluations that are not current (history, archived) are left as they are. Returns
+    fingerprint -> the verdict assets recomputed (only evaluations that had stale ones).
+    ``instance``: opened only when something is stale, when not given."""
+    from assets.freshness import active_fingerprints, freshness
+
+    stale = {fp: state.stale for fp, state in freshness(lake, active_fingerprints(lake, fingerprints)).items() if state.stale}
+    if stale and instance is None:
+        instance = get_instance(capture_logs=False)
+    for fp, assets in stale.items():
+        materialize_analysis(fp, lake, instance, assets=assets)
+    return stale
 
 
 def run_evaluation(
@@ -225,8 +246,7 @@ def run_evaluation(
     selection = pair_selection(spec)
     for pair in pairs_of(lake, resolved.fingerprint):
         resolved.reused.extend(reuse_lines(_materialize(selection, pair["partition_key"], lake, instance), pair["model"]))
-    if not verdicts_current(lake, resolved.fingerprint):
-        materialize_analysis(resolved.fingerprint, lake, instance)  # summary, comparisons, correlations (episode_summary)
+    refresh_verdicts(lake, [resolved.fingerprint], instance)  # the verdicts older than these scores (none when all was reused)
     return resolved
 
 
@@ -265,9 +285,27 @@ def launch_evaluation(
         run_all(instance, context, [RunSpec("samples_job", ekey, tags, config)], submit, "samples", timeout_s=timeout_s)
         pairs = [RunSpec(pair_job(spec), p["partition_key"], tags, config) for p in pairs_of(lake, resolved.fingerprint)]
         run_all(instance, context, pairs, submit, "models", workers=workers, timeout_s=timeout_s)
-        if not verdicts_current(lake, resolved.fingerprint):
-            run_all(instance, context, [RunSpec("analysis_job", ekey, tags, config)], submit, "verdicts", timeout_s=timeout_s)
+        launch_verdicts(instance, context, lake, [resolved.fingerprint], submit, tags, timeout_s=timeout_s)
     return resolved
+
+
+def launch_verdicts(
+    instance: dg.DagsterInstance, context: Any, lake: LakeStore, fingerprints: Iterable[str], submit: bool,
+    tags: Mapping[str, str], timeout_s: float | None = None,
+) -> dict[str, list[str]]:
+    """Start (``submit``: queue) and wait for the verdict jobs (pipelines/jobs.py
+    ``verdict_jobs``) of the evaluations whose verdicts are older than their scores;
+    returns fingerprint -> stale verdict assets (only those that had some)."""
+    from assets.freshness import active_fingerprints, freshness
+    from pipelines.jobs import verdict_jobs
+    from pipelines.launch import RunSpec, run_all
+
+    stale = {fp: state.stale for fp, state in freshness(lake, active_fingerprints(lake, fingerprints)).items() if state.stale}
+    config = {"resources": {"lake": {"config": {"root": lake.root}}}}
+    specs = [RunSpec(job, evaluation_partition(lake, fp), dict(tags), config) for fp, assets in stale.items() for job in verdict_jobs(assets)]
+    if specs:
+        run_all(instance, context, specs, submit, "verdicts", timeout_s=timeout_s)
+    return stale
 
 
 def share_cores(concurrent_runs: int | None) -> None:
@@ -280,30 +318,6 @@ def share_cores(concurrent_runs: int | None) -> None:
 
     if concurrent_runs and concurrent_runs > 1 and not os.environ.get(WORKERS_ENV, "").strip():
         os.environ[WORKERS_ENV] = str(max(1, usable_cpus() // concurrent_runs))
-
-
-def verdicts_current(lake: LakeStore, fingerprint: str) -> bool:
-    """Whether the evaluation's summary, comparisons and correlations were computed from
-    exactly the score rows stored now: every (model, signature) maps to the same scores
-    runs as in their last runs' ``reads`` (a re-run that reused everything needs no new
-    verdicts)."""
-    from assets.analysis_common import reads_record
-
-    if not lake.exists("runs") or not lake.exists("scores"):
-        return False
-    scores = lake.read("scores", where={"fingerprint": fingerprint}, columns=["model", "signature", "run_id"])
-    now = reads_record(fingerprint, {}, scores)["scores_runs_by_signature"]
-    runs = lake.read("runs", where={"fingerprint": fingerprint}, columns=["asset", "finished_at", "provenance"])
-    for asset in ("summary", "comparisons", "correlations"):
-        mine = runs.filter(pl.col("asset") == asset)
-        if mine.height == 0:
-            return False
-        prov = json.loads(mine.sort("finished_at")["provenance"][-1] or "{}")
-        if (prov.get("reads") or {}).get("scores_runs_by_signature") != now:
-            return False
-        if asset == "comparisons" and (prov.get("reads") or {}).get("baseline") != evaluation_spec(lake, fingerprint).baseline:
-            return False
-    return True
 
 
 def stored_partitions(lake: LakeStore, fingerprint: str | None = None) -> list[tuple[str, str]]:
@@ -328,10 +342,13 @@ def rescore(
     metrics (with their parameters) part of each evaluation scored, so re-runs keep them.
 
     A partition that already has rows with the metric's current signature is skipped
-    unless ``force``. Each evaluation whose scores changed gets fresh verdicts (summary,
-    comparisons, correlations). With ``submit`` every step is a run queued on the instance
-    (``scores_job`` per pair, then ``analysis_job``; see :func:`launch_evaluation`).
-    Returns one record per partition: model, fingerprint, evaluation, metrics run or skipped.
+    unless ``force``. Every evaluation in scope whose verdicts (summary, comparisons,
+    correlations...) are older than its scores gets them recomputed, also when every metric
+    was skipped (a run killed between its scores and its verdicts, assets/freshness.py).
+    With ``submit`` every step is a run queued on the instance (``scores_job`` per pair,
+    then the verdict jobs; see :func:`launch_evaluation`).
+    Returns one record per partition: model, fingerprint, evaluation, metrics run or skipped,
+    and ``verdicts_refreshed``: the evaluation's verdict assets recomputed (empty when fresh).
     """
     from metric_ops.registry import REGISTRY
     from resources.metric_inputs import build_metric
@@ -366,21 +383,27 @@ def rescore(
             materialize_model(model, fp, lake, instance, metrics=todo, generate=False, params=params)
         done.append({"model": model, "fingerprint": fp, "evaluation": row["name"], "scored": todo,
                      "skipped": [n for n in names if n not in todo]})
-    touched = sorted({d["fingerprint"] for d in done if d["scored"]})
-    if submit and touched:
+    # every evaluation in scope, not only those scored now: a run killed after its scores and before
+    # its verdicts left them stale, and this command skipping "already scored" must repair them
+    evaluations = list(dict.fromkeys(d["fingerprint"] for d in done))
+    refreshed: dict[str, list[str]] = {}
+    if submit:
+        from assets.freshness import freshness
         from pipelines.launch import RunSpec, run_all, workspace
 
         config = {"resources": {"lake": {"config": {"root": lake.root}}}}
-        with workspace(instance) as context:
-            specs = [RunSpec("scores_job", model_partition(lake, d["model"], d["fingerprint"]), {"facetlake/source": "cli-submit"},
-                             {**config, "ops": {"scores": {"config": {"metrics": d["scored"], "params": list(params or [])}}}})
-                     for d in done if d["scored"]]
-            run_all(instance, context, specs, True, "scores")
-            run_all(instance, context, [RunSpec("analysis_job", evaluation_partition(lake, fp), {"facetlake/source": "cli-submit"}, config)
-                                        for fp in touched], True, "verdicts")
-        return done
-    for fp in touched:
-        materialize_analysis(fp, lake, instance)
+        specs = [RunSpec("scores_job", model_partition(lake, d["model"], d["fingerprint"]), {"facetlake/source": "cli-submit"},
+                         {**config, "ops": {"scores": {"config": {"metrics": d["scored"], "params": list(params or [])}}}})
+                 for d in done if d["scored"]]
+        if specs or any(state.stale for state in freshness(lake, evaluations).values()):  # no code server for nothing
+            with workspace(instance) as context:
+                if specs:
+                    run_all(instance, context, specs, True, "scores")
+                refreshed = launch_verdicts(instance, context, lake, evaluations, True, {"facetlake/source": "cli-submit"})
+    else:
+        refreshed = refresh_verdicts(lake, evaluations, instance)
+    for d in done:
+        d["verdicts_refreshed"] = refreshed.get(d["fingerprint"], [])
     return done
 
 
@@ -459,6 +482,7 @@ def summary_table(lake: LakeStore, fingerprints: Iterable[str] | None = None) ->
 
 __all__ = [
     "evaluation_row",
+    "refresh_verdicts",
     "get_instance",
     "register",
     "rescore",

@@ -12,9 +12,10 @@ All three start RUNNING (``dagster dev`` / ``dagster-daemon`` run them with no h
 - ``inbox_sensor``: ``<inbox>/<evaluation name>/<model>.(jsonl|json|csv|parquet)`` (columns
   ``sample_id``, ``output``) adds or re-points that model in that evaluation only (a new
   version when the file's content changed) and runs its pair.
-- ``analysis_sensor``: every new ``scores`` materialisation (CLI, UI, schedule, inbox)
-  runs its evaluation's ``analysis_job`` (summary, comparisons with the regression alert,
-  correlations) unless those are already newer, so verdicts never go stale.
+- ``analysis_sensor``: an evaluation whose verdicts (summary, comparisons with the
+  regression alert, correlations; pass^k, lm-eval's summary) are older than its scores,
+  whatever changed them (CLI, UI, schedule, inbox) or was killed when, gets them
+  recomputed (``analysis_job`` ...); fresh verdicts ask for nothing (assets/freshness.py).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import polars as pl
 from pydantic import Field
 
 from assets.partitions import partition_requests
-from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, samples_job
-from resources.catalog import CatalogError, evaluation_row, find_evaluation, pair_row, pairs_of, register_model
+from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job
+from resources.catalog import evaluation_row, find_evaluation, pairs_of, register_model
 from resources.backends import BackendError, PrecomputedBackend
 from resources.evaluation import MODEL_SLUG, slugify_model
 from resources.lake import LakeStore
@@ -229,60 +230,87 @@ def evaluation_scheduler(context: dg.SensorEvaluationContext, lake: LakeStore) -
 
 
 # ----------------------------------------------------------------------------- freshness
-def stale_evaluations(lake: LakeStore, instance: dg.DagsterInstance, after: int | None) -> tuple[dict[str, int], int | None]:
-    """Evaluation partition keys whose verdicts are older than their scores: scores
-    materialisations after storage id ``after`` mapped to their evaluation (current pairs
-    only), minus those whose ``comparisons`` were materialised later or whose analysis run
-    is already queued or running. Returns (key ->
-    newest scores storage id, new cursor)."""
-    newest: dict[str, int] = {}
-    last = after
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("scores"), after_storage_id=after), limit=1000, ascending=True
-    ).records
-    for record in records:
-        last = record.storage_id
-        key = record.partition_key
-        if not key:
-            continue
-        try:
-            pair = pair_row(lake, key)
-        except CatalogError:
-            continue
-        if pair["status"] != "current":
-            continue
-        ekey = key.rsplit(":", 1)[0]
-        newest[ekey] = max(newest.get(ekey, 0), record.storage_id)
-    stale = {}
-    for ekey, sid in newest.items():
-        done = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey("comparisons"), asset_partitions=[ekey]), limit=1
-        ).records
-        if done and done[0].storage_id >= sid:
-            continue
-        queued = instance.get_runs(
-            filters=dg.RunsFilter(job_name=analysis_job.name, tags={"dagster/partition": ekey},
-                                  statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
-                                            dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]), limit=1)
-        if not queued:  # an analysis run already on its way (e.g. `facetlake run --submit`) reads the new scores
-            stale[ekey] = sid
-    return stale, last
+# a run in one of these states may still write the evaluation's scores or verdicts. NOT_STARTED is
+# left out: a run killed before it started stays there for ever (issue 26, item 6) and would block
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+             dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.SUSPENDED]
+MARKER_TAG = "facetlake/scores_marker"  # the scores (assets/freshness.py scores_marker, 16 hex) an analysis run was asked for
+ANALYSIS_RETRIES = "2"  # Dagster's run retries (dagster.yaml run_retries) re-run a killed or failed analysis run
 
 
-@dg.sensor(jobs=[analysis_job, agent_analysis_job], minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def analysis_sensor(context: dg.SensorEvaluationContext, lake: LakeStore) -> dg.SensorResult | dg.SkipReason:
-    """After any change of an evaluation's scores, runs its summary, comparisons and correlations (and pass^k for agents)."""
-    from resources.episodes import has_episodes
+def analysis_tick(lake: LakeStore, instance: dg.DagsterInstance, cursor: dict[str, Any]) -> tuple[list[dg.RunRequest], dict[str, Any], list[str]]:
+    """One evaluation of the analysis sensor: (run requests, new cursor, log lines).
 
-    after = int(context.cursor) if context.cursor else None
-    stale, last = stale_evaluations(lake, context.instance, after)
-    requests = []
-    for key, sid in sorted(stale.items()):
-        tags = {"facetlake/evaluation": key.split("@", 1)[0]}
-        requests.append(dg.RunRequest(run_key=f"analysis:{key}:{sid}", job_name=analysis_job.name, partition_key=key, tags=tags))
-        if has_episodes(lake, evaluation_row(lake, key)["fingerprint"]):
-            requests.append(dg.RunRequest(run_key=f"agents:{key}:{sid}", job_name=agent_analysis_job.name, partition_key=key, tags=tags))
-    cursor = str(last) if last is not None else context.cursor
-    if not requests:
-        return dg.SensorResult(skip_reason="every evaluation's verdicts are up to date", cursor=cursor)
-    return dg.SensorResult(run_requests=requests, cursor=cursor)
+    An evaluation's verdicts are stale when the latest run of a verdict asset did not read
+    the scores stored now (assets/freshness.py): whatever changed them (CLI, UI, schedule,
+    inbox) and whatever was killed when (a process killed between its scores and its
+    verdicts leaves them stale; a run that reused every score leaves them fresh). Every
+    active evaluation is checked when the ``scores`` or ``evaluations`` table has a new
+    Delta version since the last tick (always at the first tick), and the evaluations
+    still stale at the last tick are checked again.
+
+    A stale evaluation with a run in progress on one of its partitions waits for it (it may
+    still be writing scores, or be the analysis itself). Otherwise the jobs of its stale
+    verdicts are requested, once per scores marker (the run key): a failed or killed one is
+    re-run by Dagster's run retries (``dagster/max_retries``); once they are spent the
+    evaluation is reported and left until its scores change again or a CLI command repairs
+    it. ``cursor``: ``{"versions": [scores, evaluations], "stale": {evaluation key: marker}}``."""
+    from assets.freshness import freshness
+    from pipelines.jobs import verdict_jobs
+
+    versions = [lake.version("scores"), lake.version("evaluations")]
+    if versions[0] is None or versions[1] is None:
+        return [], {"versions": versions, "stale": {}}, []
+    evals = lake.read("evaluations", columns=["fingerprint", "partition_key", "status", "archived"])
+    active = dict(evals.filter((pl.col("status") == "current") & ~pl.col("archived")).select("fingerprint", "partition_key").iter_rows())
+    before = cursor.get("stale") or {}
+    check = list(active) if versions != cursor.get("versions") else [fp for fp, key in active.items() if key in before]
+    requests: list[dg.RunRequest] = []
+    stale: dict[str, str] = {}
+    log: list[str] = []
+    for fp, state in freshness(lake, check).items():
+        if not state.stale or state.marker is None:
+            continue
+        key, marker = active[fp], state.marker[:16]
+        what = f"{key}: {', '.join(state.stale)} older than its scores"
+        partitions = [key, *(p["partition_key"] for p in pairs_of(lake, fp))]
+        busy = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partitions}, statuses=IN_FLIGHT), limit=1)
+        if busy:
+            stale[key] = marker
+            log.append(f"{what}; waiting for run {busy[0].run_id[:8]} ({busy[0].job_name}) on it")
+            continue
+        for job in verdict_jobs(state.stale):
+            earlier = instance.get_runs(filters=dg.RunsFilter(job_name=job, tags={"dagster/partition": key, MARKER_TAG: marker}), limit=1)
+            if earlier and earlier[0].tags.get("dagster/will_retry") == "true":
+                stale[key] = marker  # Dagster's run retries will start the next attempt
+                continue
+            if earlier:  # asked for these scores already: it failed and its retries are spent
+                log.append(f"{what}; its {job} run {earlier[0].run_id[:8]} for these scores ended {earlier[0].status.value}: "
+                           "see that run; `facetlake run SPEC` or `facetlake score -e EVAL -m METRIC` recomputes them")
+                continue
+            stale[key] = marker
+            log.append(f"{what}: requesting {job}")
+            requests.append(dg.RunRequest(
+                run_key=f"{job}:{key}:{marker}", job_name=job, partition_key=key,
+                tags={"facetlake/evaluation": key.split("@", 1)[0], MARKER_TAG: marker, "dagster/max_retries": ANALYSIS_RETRIES},
+            ))
+    return requests, {"versions": versions, "stale": stale}, log
+
+
+@dg.sensor(jobs=[analysis_job, agent_analysis_job, lm_eval_analysis_job], minimum_interval_seconds=30,
+           default_status=dg.DefaultSensorStatus.RUNNING)
+def analysis_sensor(context: dg.SensorEvaluationContext, lake: LakeStore) -> dg.SensorResult:
+    """Runs an evaluation's summary, comparisons and correlations (pass^k for agents, lm-eval's summary for lm-eval runs) whenever they are older than its scores."""
+    try:
+        cursor = json.loads(context.cursor) if context.cursor else {}
+    except ValueError:
+        cursor = {}
+    if not isinstance(cursor, dict):  # an older cursor (a storage id): check every evaluation once
+        cursor = {}
+    requests, state, log = analysis_tick(lake, context.instance, cursor)
+    for line in log:
+        context.log.info(line)
+    return dg.SensorResult(
+        run_requests=requests, cursor=json.dumps(state, sort_keys=True),
+        skip_reason=None if requests else ("; ".join(log) or "every evaluation's verdicts are as new as its scores"),
+    )

@@ -56,6 +56,10 @@ def test_demo_puts_the_run_in_the_lake_with_every_oracle_scored(demo_lake):
     eps = lake.read("episodes", where={"fingerprint": fp})
     assert eps.height == 200 and eps.select("task_id", "trial").unique().height == 200
     assert eps["status"].unique().to_list() == ["ok"] and set(eps["trial"].unique().to_list()) == {0, 1, 2, 3}
+    from assets.freshness import freshness  # pass^k read the scores stored now, like every verdict (issue 26)
+
+    state = freshness(lake, [fp])[fp]
+    assert "episode_summary" in state.assets and state.stale == []
     raw = json.loads(TAU.read_text())
     first = eps.filter((pl.col("task_id") == "0") & (pl.col("trial") == 0)).row(0, named=True)
     assert json.loads(first["messages"]) == raw[0]["traj"] and first["n_messages"] == len(raw[0]["traj"])

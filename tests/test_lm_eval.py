@@ -221,6 +221,9 @@ def test_rescore_generate_until_with_bleu_leaves_generations_unchanged(cli_lake,
         assert bleu.filter(pl.col("sample_id") == row["sample_id"])["value"][0] == pytest.approx(expected, abs=1e-9)
     lm_after = lake.read("scores").filter(pl.col("metric").str.starts_with("lm_eval:")).sort(["fingerprint", "metric", "sample_id"])
     assert lm_after.select("sample_id", "metric", "value", "signature").equals(lm_before.select("sample_id", "metric", "value", "signature"))
+    from assets.freshness import stale_verdicts  # the new scores' verdicts, lm-eval's summary included (issue 26)
+
+    assert stale_verdicts(lake, qa_fp) == [] and "bleu" in set(lake.read("summary", where={"fingerprint": qa_fp})["metric"])
 
 
 # --------------------------------------------------------------------------- a folder written by lm-eval's CLI
@@ -328,6 +331,10 @@ def test_spec_with_lm_eval_section_runs_every_model_under_one_fingerprint(tmp_pa
     assert wide.height == 8 and (wide["exact_match"] == wide["lm_eval:acc"]).all()
     summary = lake.read("lm_eval_summary", where={"fingerprint": row["fingerprint"]})
     assert summary.height == 4 and summary["agrees"].all()
+    from assets.freshness import freshness  # every verdict, lm-eval's summary too, read the scores stored now (issue 26)
+
+    state = freshness(lake, [row["fingerprint"]])[row["fingerprint"]]
+    assert "lm_eval_summary" in state.assets and state.stale == []
 
 
 # --------------------------------------------------------------------------- API models and the outbound path
