@@ -11,8 +11,8 @@ from typing import Any, Iterable, Mapping
 import polars as pl
 
 from assets.freshness import scores_marker
-from resources.lake import LakeStore
-from resources.score_params import fill_params
+from resources.lake.tables import LakeStore
+from resources.lake.score_params import fill_params
 
 # the Delta tables an analysis row may depend on
 READ_TABLES = ("evaluations", "samples", "generations", "scores", "runs")
@@ -46,7 +46,7 @@ def read_scores(lake: LakeStore, where: Mapping[str, Any], version: int | None =
     if not lake.exists("scores"):
         return lake.read("scores", where=where)
     scan = lake.native_scan("scores", version)
-    if scan is not None:  # a local lake: polars reads the files (resources/lake.py)
+    if scan is not None:  # a local lake: polars reads the files (resources/lake/tables.py)
         for column, value in where.items():
             scan = scan.filter(pl.col(column).is_in([value] if isinstance(value, str) else list(value)))
         names = scan.collect_schema().names()

@@ -1,6 +1,6 @@
 """The ``annotations`` asset: values extracted from raw outputs, one row per sample x annotator.
 
-Annotators (resources/annotators.py) never alter the stored output; metrics score an
+Annotators (resources/prompting/annotators.py) never alter the stored output; metrics score an
 annotation's value with ``metric_params: {METRIC: {use_annotation: NAME}}``.
 """
 
@@ -10,11 +10,11 @@ import polars as pl
 
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from assets.partitions import pair_partitions
-from resources.annotators import make_annotators, run_annotators
+from resources.prompting.annotators import make_annotators, run_annotators
 from resources.backends import ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
-from resources.generation_run import latest_rows
-from resources.lake import LakeStore
+from resources.backends.planning import latest_rows
+from resources.lake.tables import LakeStore
 
 ANNOTATIONS_COLUMNS = [
     ("model", "model partition key"),

@@ -87,7 +87,7 @@ INTERNAL_TABLES = {
                         "an audit record of an action outside the dataflow",
     "samples_raw": "raw sample text kept only when an anonymising evaluation asks for it (privacy.store_raw), written by "
                    "samples beside its anonymised rows; deliberately kept out of the graph's previews and of `facetlake sql`",
-    "leases": "one row per (fingerprint, model) generation in progress (resources/lease.py), taken and released by the "
+    "leases": "one row per (fingerprint, model) generation in progress (resources/lake/lease.py), taken and released by the "
               "generations asset so a second live writer waits instead of paying twice; coordination state, not a result",
 }
 

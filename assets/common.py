@@ -11,8 +11,8 @@ import polars as pl
 
 from metric_ops.base import Sample
 from resources.catalog import utcnow
-from resources.lake import LakeStore
-from resources.sample_codec import (  # noqa: F401 - re-exported: the assets import them from here
+from resources.lake.tables import LakeStore
+from resources.lake.sample_codec import (  # noqa: F401 - re-exported: the assets import them from here
     KEY_PACKAGES, SamplesMissingError, load_stored_samples, package_versions, sample_frame, sample_rows, samples_from_frame,
 )
 
@@ -22,7 +22,7 @@ def run_mode() -> str:
 
 
 def load_samples(lake: LakeStore, fingerprint: str) -> list[Sample]:
-    """The stored samples of ``fingerprint`` (resources/sample_codec.py), cached per table
+    """The stored samples of ``fingerprint`` (resources/lake/sample_codec.py), cached per table
     version; a missing partition is a ``dg.Failure`` naming the step to run first."""
     try:
         return load_stored_samples(lake, fingerprint)

@@ -2,7 +2,7 @@
 
 Pearson, Spearman and Kendall (tau-b) between every pair of score names over the
 samples both scored, and between each metric and each human rating (``human:*``), from
-:func:`metric_ops.meta_eval.correlation_rows`. Same-dimension metric pairs with
+:func:`metric_ops.compare.meta_eval.correlation_rows`. Same-dimension metric pairs with
 direction-oriented Pearson r < 0.5 are flagged ``divergent`` with the samples that disagree most.
 
 Human ratings rate the dataset's own output (e.g. SF-RES's and QAGS's shipped system
@@ -27,10 +27,10 @@ import polars as pl
 from assets.analysis_common import metric_input_keys, pinned_versions, plan_recompute, previous_metric_keys, read_pinned, reads_record
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import corpus_metrics, detail_json, legacy_corpus_metrics
-from metric_ops.meta_eval import DIVERGENCE_THRESHOLD, correlation_rows
+from metric_ops.compare.meta_eval import DIVERGENCE_THRESHOLD, correlation_rows
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import CatalogError, evaluation_row, model_spec, utcnow
-from resources.lake import SCHEMAS, LakeStore
+from resources.lake.tables import SCHEMAS, LakeStore
 
 
 

@@ -5,10 +5,10 @@ consistency across trials and between oracles, the actions that most often go wr
 partition per fingerprint).
 
 Episodes come from ``precomputed:FILE`` (τ-bench results or OpenAI-messages JSONL, read
-by resources/episodes.py) or are run live through a model backend against the task's
-tool environment (resources/episode_runner.py). The ``scores`` asset scores them (one
+by resources/agents/episodes.py) or are run live through a model backend against the task's
+tool environment (resources/agents/runner.py). The ``scores`` asset scores them (one
 score row per episode, ``sample_id`` = ``<task>#<trial>``) with the oracles of
-metric_ops/agents.py, so ``facetlake score`` rescores stored episodes without running
+metric_ops/agents/oracles.py, so ``facetlake score`` rescores stored episodes without running
 them again. ``episode_summary`` reads those score rows: corpus-level numbers are stored
 once per (model, fingerprint), never repeated on every row.
 """
@@ -27,15 +27,15 @@ from tqdm.auto import tqdm
 
 from assets.common import evaluation_fingerprint, load_samples, markdown_table, partition_parts, record_run
 from assets.freshness import scores_marker
-from metric_ops.agents import PASS_SCORES
-from metric_ops.passk import inconsistent_tasks, is_pass, oracle_disagreement, paired_pass_k, pass_k_curve
+from metric_ops.agents.oracles import PASS_SCORES
+from metric_ops.agents.passk import inconsistent_tasks, is_pass, oracle_disagreement, paired_pass_k, pass_k_curve
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions, pair_partitions
 from resources.backends import ModelBackends, parse_model_spec
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.datasets import DatasetError
-from resources.episodes import episode_row, read_episodes
-from resources.lake import LakeStore
-from resources.outbound import refuse_if_offline
+from resources.agents.episodes import episode_row, read_episodes
+from resources.lake.tables import LakeStore
+from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 
 EPISODES_COLUMNS = [
@@ -70,7 +70,7 @@ class EpisodesConfig(dg.Config):
 
 
 def _live_episodes(context, spec, samples, backend, backends, model: str, fingerprint: str, dataset: str, config: EpisodesConfig) -> list[dict[str, Any]]:
-    from resources.episode_runner import DEFAULT_MAX_TURNS, USERS, EnvironmentLoadError, load_environment, run_episode
+    from resources.agents.runner import DEFAULT_MAX_TURNS, USERS, EnvironmentLoadError, load_environment, run_episode
 
     trials = config.trials or int(spec.runtime.get("trials", 1))
     rows = []
@@ -79,7 +79,7 @@ def _live_episodes(context, spec, samples, backend, backends, model: str, finger
             env_spec = task.metadata.get("environment")
             if not env_spec:
                 raise dg.Failure(f"task {task.sample_id} names no tool environment: set dataset option environment: module:Class "
-                                 "(a ToolEnvironment, resources/episode_runner.py) to run episodes live")
+                                 "(a ToolEnvironment, resources/agents/runner.py) to run episodes live")
             try:
                 env_cls = load_environment(str(env_spec))
             except EnvironmentLoadError as exc:
@@ -195,7 +195,7 @@ class EpisodeSummaryConfig(dg.Config):
 
 def trial_tables(scores: pl.DataFrame, episodes: pl.DataFrame, tasks: list[str]) -> dict[tuple[str, str], dict[str, list[bool]]]:
     """``{(model, oracle score): {task_id: [passed, ...] in trial order}}`` from the pass/fail
-    score rows of every oracle (:data:`metric_ops.agents.PASS_SCORES`).
+    score rows of every oracle (:data:`metric_ops.agents.oracles.PASS_SCORES`).
 
     An episode counts when its oracle row is ``scored``; a task enters an oracle's table
     when at least one of its episodes was scored by it, or when the model has no episode

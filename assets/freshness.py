@@ -16,7 +16,7 @@ the verdicts leaves the new score rows with an old verdict marker (stale); one k
 after a verdict table's commit and before its ``runs`` row leaves the older marker (stale,
 recomputed: the recomputation is incremental and idempotent); only a completed verdict
 run makes it fresh. Callers: ``facetlake run`` / ``score`` (their skip paths too), the
-launch and submit paths (pipelines/runner.py) and the ``analysis_sensor``
+launch and submit paths (pipelines/runs/runner.py) and the ``analysis_sensor``
 (pipelines/sensors.py).
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 
 # the verdict assets computed from an evaluation's scores, in materialisation order
 BASE_VERDICTS = ("summary", "comparisons", "correlations")
@@ -101,10 +101,10 @@ class Freshness:
 def verdict_assets(lake: LakeStore, fingerprint: str, spec: Any = None) -> list[str]:
     """The verdict assets of one evaluation: :data:`BASE_VERDICTS`, plus ``episode_summary``
     when agent episodes are stored under it, plus ``lm_eval_summary`` when its spec has an
-    ``lm_eval`` section. ``spec``: its :class:`~resources.evaluation.EvaluationSpec` if the
+    ``lm_eval`` section. ``spec``: its :class:`~resources.catalog.spec.EvaluationSpec` if the
     caller has it."""
     from resources.catalog import evaluation_spec
-    from resources.episodes import has_episodes
+    from resources.agents.episodes import has_episodes
 
     spec = spec if spec is not None else evaluation_spec(lake, fingerprint)
     return [*BASE_VERDICTS, *(AGENT_VERDICTS if has_episodes(lake, fingerprint) else ()),

@@ -1,7 +1,7 @@
 """The ``generations`` asset: model outputs per model x fingerprint partition.
 
 Live backends (hf, vllm, api) write finished outputs in batches and resume: see
-resources/generation_run.py. Token log-probabilities go to ``token_logprobs``; cost and
+resources/backends/planning.py. Token log-probabilities go to ``token_logprobs``; cost and
 performance go to the ``runs`` provenance row and the materialisation metadata.
 """
 
@@ -14,15 +14,15 @@ from tqdm.auto import tqdm
 from assets.catalog import PAIR_SIDE_TABLES
 from assets.common import load_samples, partition_parts, record_run
 from assets.partitions import EVALUATION_EDGE, pair_partitions
-from resources.adapters import AdapterError, make_adapter
+from resources.prompting.adapters import AdapterError, make_adapter
 from resources.backends import GenerationRequest, GenerationResult, ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
-from resources.generation_run import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
-from resources.lake import LakeStore
-from resources.outbound import refuse_if_offline
+from resources.backends.planning import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
+from resources.lake.tables import LakeStore
+from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 from assets.lease_scope import lease_scope
-from resources.logprobs import table_rows
+from resources.backends.logprobs import table_rows
 
 GENERATIONS_COLUMNS = [
     ("model", "model partition key"),
@@ -152,7 +152,7 @@ def generations(
                                {"model": model, "fingerprint": fingerprint})
         n_rows = len(pending)
     if backend.kind == "lm_eval":  # lm-eval's raw/filtered responses, filters, log-likelihoods (issue 18)
-        from resources.lm_eval_bridge import write_responses
+        from resources.lm_eval.bridge import write_responses
 
         write_responses(lake, backend, model, fingerprint, dataset, samples, context.run_id)
     stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["status"])

@@ -1,7 +1,7 @@
 """``@lease_scope``: run a pair asset's body holding its (fingerprint, model) lease.
 
 A second concurrent run of the same partition waits for the first to finish, then plans
-against the rows the first stored (resources/lease.py), so a paid API is never called
+against the rows the first stored (resources/lake/lease.py), so a paid API is never called
 twice for one sample. The wait is bounded by ``runtime.lease_wait_s`` of the
 evaluation's spec (default 3600 s); a lease whose holder died is taken over (at once on
 the same host, after ``FACETLAKE_LEASE_TTL_S`` elsewhere).
@@ -13,7 +13,7 @@ from typing import Any, Callable
 import dagster as dg
 
 from assets.outbound_scope import _partition
-from resources.lease import LeaseTimeout, generation_lease
+from resources.lake.lease import LeaseTimeout, generation_lease
 
 
 def lease_scope(fn: Callable[..., Any]) -> Callable[..., Any]:

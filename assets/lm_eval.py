@@ -4,7 +4,7 @@ For an evaluation that lm-eval ran (or whose output was imported), one row per m
 lm-eval metric x filter: lm-eval's aggregate and standard error from its
 ``results_<date>.json`` next to facetlake's own value, standard error and interval for
 the same numbers, computed from the per-sample ``scores`` (see
-:func:`resources.lm_eval_bridge.summary_rows`). The check
+:func:`resources.lm_eval.bridge.summary_rows`). The check
 ``check_lm_eval_summary_agrees`` fails when any pair differs by more than 1e-12.
 An evaluation that is not an lm-eval one gets no rows.
 """
@@ -16,8 +16,8 @@ from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.freshness import stored_scores_markers
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
-from resources.lake import LakeStore
-from resources.lm_eval_bridge import AGREEMENT_TOLERANCE, summary_rows
+from resources.lake.tables import LakeStore
+from resources.lm_eval.bridge import AGREEMENT_TOLERANCE, summary_rows
 
 CHECK_AGREES = "check_lm_eval_summary_agrees"
 

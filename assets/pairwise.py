@@ -16,13 +16,13 @@ import dagster as dg
 import polars as pl
 
 from assets.common import evaluation_fingerprint, load_samples, markdown_table, record_run
-from metric_ops.judging import JudgeCaller, active_cache, load_prompt, resolve_judge
-from metric_ops.pairwise import DEFAULT_CRITERION, TOPOLOGIES, judge_models
-from metric_ops.runner import detail_json
+from metric_ops.judged.judging import JudgeCaller, active_cache, load_prompt, resolve_judge
+from metric_ops.judged.pairwise import DEFAULT_CRITERION, TOPOLOGIES, judge_models
+from metric_ops.scoring.rows import detail_json
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
-from resources.judges import judge_session
-from resources.lake import LakeStore
+from resources.scoring.judges import judge_session
+from resources.lake.tables import LakeStore
 
 PAIRWISE_VERSION = "1"
 

@@ -16,7 +16,7 @@ product of fingerprints and model names: with 4 evaluations and 6 model names it
 for backfill, materialisable into the wrong evaluation, and blocking declarative
 automation). A single dynamic dimension of pair keys holds exactly the registered pairs.
 The Delta tables keep ``fingerprint`` and ``model`` as their partition columns; the
-catalog (``resources/catalog.py``, table ``pairs``) maps each key to them, so keys are
+catalog (``resources/catalog/__init__.py``, table ``pairs``) maps each key to them, so keys are
 never parsed to find data.
 
 The keys of the *current* fingerprint of every active (not archived) evaluation are the
@@ -42,7 +42,7 @@ import dagster as dg
 from resources import catalog
 
 if TYPE_CHECKING:  # pragma: no cover
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
 EVALUATION_DIMENSION = "evaluation"
 PAIR_DIMENSION = "pair"
@@ -58,7 +58,7 @@ pair_partitions = dg.DynamicPartitionsDefinition(name=PAIR_DIMENSION)
 # the edge between the two dimensions, for the asset graph (see the module docstring)
 EVALUATION_EDGE = dg.AllPartitionMapping()
 
-# the key formats live with the catalog, which stores every key (resources/catalog.py)
+# the key formats live with the catalog, which stores every key (resources/catalog/__init__.py)
 evaluation_key = catalog.evaluation_key
 pair_key = catalog.pair_key
 

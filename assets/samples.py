@@ -14,9 +14,9 @@ from metric_ops.base import Sample
 from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import DATASETS
-from resources.evaluation import load_dataset
-from resources.lake import LakeStore
-from resources.privacy import samples_for_lake, store_raw_samples
+from resources.catalog.spec import load_dataset
+from resources.lake.tables import LakeStore
+from resources.privacy.policy import samples_for_lake, store_raw_samples
 
 SAMPLES_COLUMNS = {
     "fingerprint": "configuration fingerprint (SHA-256, 64 hex)",

@@ -20,17 +20,17 @@ from tqdm.auto import tqdm
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from metric_ops.identity import parse_signature
 from metric_ops.registry import REGISTRY
-from metric_ops.runner import frame_of_rows, human_rating_rows, score_frame
+from metric_ops.scoring.rows import frame_of_rows, human_rating_rows, score_frame
 from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
-from resources.evaluation import canonical_json
-from resources.judges import judge_session, merged_params
-from resources.lake import LakeStore
-from resources.outbound import offline_mode
-from resources.privacy import anonymised_references, offline_refusal_rows
+from resources.catalog.spec import canonical_json
+from resources.scoring.judges import judge_session, merged_params
+from resources.lake.tables import LakeStore
+from resources.privacy.outbound import offline_mode
+from resources.privacy.policy import anonymised_references, offline_refusal_rows
 from assets.outbound_scope import outbound_scope
-from resources.metric_inputs import MetricInputs
-from resources.episodes import episode_scoring_inputs
+from resources.scoring.metric_inputs import MetricInputs
+from resources.agents.episodes import episode_scoring_inputs
 
 SCORES_COLUMNS = [
     ("model", "model partition key"),
@@ -164,7 +164,7 @@ def score_partition(
             emitted.extend(sorted({r["metric"] for r in human}))
     # lm-eval's own per-sample metric values, as lm_eval:<metric>[,<filter>] (issue 18)
     if not metrics and model_spec(lake, model, fingerprint).startswith("lm_eval:"):
-        from resources.lm_eval_bridge import stored_score_rows
+        from resources.lm_eval.bridge import stored_score_rows
 
         lm_rows = stored_score_rows(lake, model, fingerprint)
         frames.append(frame_of_rows(lm_rows))

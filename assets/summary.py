@@ -1,7 +1,7 @@
 """The ``summary`` asset: per model x metric mean and counts, one partition per fingerprint.
 
 A corpus-level score (one row with a null ``sample_id`` per model, see
-:mod:`metric_ops.corpus`) is summarised by its corpus value: ``mean`` is that value,
+:mod:`metric_ops.scoring.corpus`) is summarised by its corpus value: ``mean`` is that value,
 ``n_scored`` the number of segments in the corpus, ``n_unscored`` / ``n_error`` its
 segments that could not be scored. After a rescore of one metric only that metric's
 summary rows are rewritten; every other row keeps its ``run_id``.
@@ -15,7 +15,7 @@ from assets.analysis_common import metric_input_keys, plan_recompute, previous_m
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 
 _KEYS = ["fingerprint", "dataset", "model", "metric"]
 

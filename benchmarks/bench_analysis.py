@@ -124,7 +124,7 @@ def corpus_table(sizes: list[int], seed: int) -> Table:
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import _paired_ar_test, _paired_bs_test
 
-    from metric_ops.corpus import bleu_from_totals
+    from metric_ops.scoring.corpus import bleu_from_totals
 
     table = Table(title="corpus BLEU significance: sacrebleu's paired_bs / paired_ar vs metric_ops.stats (same seed)")
     for col in ("test", "segments", "sacrebleu s", "facetlake s", "ratio", "sacrebleu p", "facetlake p"):
@@ -163,7 +163,7 @@ def lake_table(lake_root: str, permutations: int, resamples: int) -> Table:
     from assets.comparisons import ComparisonsConfig, comparison_rows
     from assets.correlations import correlation_table
     from pipelines.report import write_report
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     lake = LakeStore(root=lake_root)
     table = Table(title="analysis stage on a demo lake (one process, warm imports)")

@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from metric_ops.base import Sample  # noqa: E402
-from metric_ops.passk import is_pass, pass_k_curve  # noqa: E402
+from metric_ops.agents.passk import is_pass, pass_k_curve  # noqa: E402
 from metric_ops.registry import get_metric  # noqa: E402
-from resources.episodes import EpisodesDataset, read_episodes  # noqa: E402
+from resources.agents.episodes import EpisodesDataset, read_episodes  # noqa: E402
 
 TAU = ROOT / "data" / "tau-bench" / "gpt-4o-airline.json"
 

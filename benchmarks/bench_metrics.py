@@ -4,7 +4,7 @@
     python benchmarks/bench_metrics.py --n 500    # a quicker run
     python benchmarks/bench_metrics.py --metrics bertscore,semantic_similarity
 
-facetlake side: :func:`metric_ops.suite.score_suite` (lexical metrics over a process
+facetlake side: :func:`metric_ops.scoring.suite.score_suite` (lexical metrics over a process
 pool, one model load, de-duplicated length-sorted batches shared by BERTScore and
 semantic similarity). Naive side: a per-pair loop over the reference libraries
 (sacrebleu, nltk, rouge-score, bert-score's ``BERTScorer`` loaded once,
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from metric_ops import Sample  # noqa: E402
-from benchmarks.crossval.crossval import Case  # noqa: E402
+from pipelines.crossval.harness import Case  # noqa: E402
 
 SUITE = {
     "bleu": ("bleu", {}),
@@ -61,7 +61,7 @@ SUITE = {
 
 
 def load_pairs(n: int) -> list[Case]:
-    from benchmarks.crossval.run import DEFAULT_DATA_DIR, real_cases
+    from pipelines.crossval.run import DEFAULT_DATA_DIR, real_cases
 
     real = real_cases(selfaware_limit=100_000)
     cases = [*real["sfres"], *real["qags"], *real["selfaware"]]
@@ -88,10 +88,10 @@ def naive(cases: list[Case]) -> tuple[dict[str, list[list[float]]], dict[str, fl
     from sentence_transformers import SentenceTransformer
     from tqdm.auto import tqdm
 
-    from benchmarks.crossval import crossval as cv
-    from metric_ops.embeddings import default_model_path
-    from metric_ops.meteor import load_wordnet
-    from metric_ops.rouge import make_tokenizer, rouge_s_pooled, rouge_w_155
+    from pipelines.crossval import crossval as cv
+    from metric_ops.neural.embeddings import default_model_path
+    from metric_ops.lexical.meteor import load_wordnet
+    from metric_ops.lexical.rouge import make_tokenizer, rouge_s_pooled, rouge_w_155
 
     load_wordnet()
     path = default_model_path()
@@ -176,7 +176,7 @@ def facetlake(
 ) -> tuple[dict[str, list[list[float]]], dict[str, list[list[float]]], float]:
     """(values, error magnifications, seconds): the magnification of a value is 1, or the
     ``f1_condition`` facetlake records on an ill-conditioned BERTScore F."""
-    from metric_ops.suite import score_suite
+    from metric_ops.scoring.suite import score_suite
 
     samples = [Sample(str(i), "", c.references) for i, c in enumerate(cases)]
     t = time.perf_counter()
@@ -195,8 +195,8 @@ def facetlake(
 def facetlake_per_metric_times(cases: list[Case], workers: int | None) -> dict[str, float]:
     """Seconds per metric on the facetlake side (each metric alone through score_suite;
     the two neural metrics are timed together from a cold cache since they share it)."""
-    from metric_ops.embeddings import get_encoder
-    from metric_ops.suite import score_suite
+    from metric_ops.neural.embeddings import get_encoder
+    from metric_ops.scoring.suite import score_suite
 
     samples = [Sample(str(i), "", c.references) for i, c in enumerate(cases)]
     outputs = [c.prediction for c in cases]
@@ -241,7 +241,7 @@ def main() -> int:
     print(f"cores: {os.cpu_count()}", flush=True)
 
     ours, kappas, ours_total = facetlake(cases, args.workers)
-    from metric_ops.embeddings import get_encoder
+    from metric_ops.neural.embeddings import get_encoder
 
     get_encoder(None).clear_cache()
     per_metric = facetlake_per_metric_times(cases, args.workers)

@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from resources.lake import LakeStore, to_arrow  # noqa: E402
-from resources.lease import Lease  # noqa: E402
-from resources.outbound_ledger import DurableLedger  # noqa: E402
+from resources.lake.tables import LakeStore, to_arrow  # noqa: E402
+from resources.lake.lease import Lease  # noqa: E402
+from resources.privacy.ledger import DurableLedger  # noqa: E402
 
 CALL = {"host": "127.0.0.1", "model": "m", "purpose": "generation", "text_sha256": "0" * 64, "n_chars": 10, "entity_counts": {}}
 

@@ -15,7 +15,7 @@ times, each in a fresh process:
 Wall time and peak RSS come from ``/usr/bin/time``; the per-stage rows are read from the
 lake's ``runs`` table (each asset's start, finish and rows). Overhead = run - metric
 compute. The scores asset spreads lexical metrics over the machine's cores
-(metric_ops/parallel.py), so the table also gives *metric compute, all cores* (the same
+(metric_ops/scoring/parallel.py), so the table also gives *metric compute, all cores* (the same
 metrics through the same worker pool, with the runner's per-row checks: the least the run's
 scoring can cost here) and the overhead against it: a run that is faster than one-process
 compute still has its overhead shown. The exponent of cost against size is the least-squares slope of log(time) on
@@ -74,10 +74,10 @@ print(json.dumps({"compute_s": time.perf_counter() - t0, "scored": n}))
 """
 
 # the same metrics spread over the machine's cores as the scores asset spreads them
-# (metric_ops.parallel: chunks in a forkserver pool, with the runner's per-row checks and
+# (metric_ops.scoring.parallel: chunks in a forkserver pool, with the runner's per-row checks and
 # detail JSON): what the run's scoring could cost at best on this machine
 COMPUTE_PARALLEL = _LOAD + r"""
-from metric_ops.parallel import _pool, configured_workers, parallel_columns
+from metric_ops.scoring.parallel import _pool, configured_workers, parallel_columns
 workers = configured_workers()
 if __name__ == "__main__":
     _pool(workers)  # the pool's start-up outside the timer, as the lazy imports above
@@ -136,7 +136,7 @@ def stage_rows(lake_root: str, since: float, env: dict[str, str]) -> list[dict]:
     try:
         import polars as pl
 
-        from resources.lake import LakeStore
+        from resources.lake.tables import LakeStore
 
         runs = LakeStore(root=lake_root).read("runs", columns=["asset", "rows", "started_at", "finished_at"])
     finally:

@@ -39,7 +39,7 @@ PROBE = (
 
 def tiny_lake(root: Path) -> str:
     """A lake with one ``scores`` partition of 100 rows (enough for ``sql`` to read a table)."""
-    from resources.lake import LakeTables
+    from resources.lake.tables import LakeTables
 
     lake = LakeTables(root=str(root))
     rows = [{"model": "m", "fingerprint": "0" * 64, "dataset": "d", "sample_id": str(i), "metric": "bleu",

@@ -3,7 +3,7 @@
 Every person, place, organisation, address, number and account below is invented (the
 card numbers are standard Luhn-valid test numbers, the IBANs are ISO 13616 examples or
 made up with a valid check). Markup: ``{TYPE|text}`` marks one entity; types are those of
-resources/anonymise.py. Names come in several forms (full name, title + surname,
+resources/privacy/anonymise/__init__.py. Names come in several forms (full name, title + surname,
 initials, "Surname, Given", given name alone, surname alone on a later mention, names
 outside the rule-based word lists) and places likewise (cities, countries, regions,
 street addresses in English, German, French, Spanish and Italian forms, postcodes).
@@ -81,7 +81,7 @@ def labelled() -> list[tuple[str, list[tuple[str, int, int]]]]:
 # The NER set (issue 16, item 18): 44 made-up texts written before the NER strategy was
 # tuned, with several mentions of each person, place and organisation (full name, then
 # surname, given name or title + surname; a place or organisation named again). Names
-# from many languages, most outside resources/pii_lexicon.py; none is a real person's
+# from many languages, most outside resources/privacy/anonymise/lexicon.py; none is a real person's
 # record. benchmarks/bench_pii.py reports recall and precision per type on it.
 NER_TEXTS = [
     "Dr. {PERSON|Amara Okafor} joined {ORGANIZATION|Kestrel Analytics} in {LOCATION|Lagos} last spring. {PERSON|Okafor} now leads the team that {ORGANIZATION|Kestrel Analytics} set up in {LOCATION|Abuja}.",

@@ -148,7 +148,7 @@ class Metric:
     - ``blank_reference_is_answer`` (optional, default False): True when an empty
       reference has a meaning of its own (SQuAD v2's "no answer" gold); otherwise the
       runner drops empty or whitespace-only references like null ones and a sample left
-      with none is ``unscored`` (:func:`metric_ops.runner.drop_blank_references`).
+      with none is ``unscored`` (:func:`metric_ops.scoring.rows.drop_blank_references`).
 
     and implement :meth:`score_batch`. Constructor keyword arguments are the metric's
     parameters; they are kept in ``self.params`` and enter the signature.
@@ -180,7 +180,7 @@ class Metric:
     signature_extras: ClassVar[tuple[str, ...]] = ()
     #: ``True``: :meth:`score_batch` is pure per-sample CPU work that depends only on the
     #: parameters and the sample, so a worker process rebuilt from (name, params) gives the
-    #: same values and large batches may be spread over the cores (metric_ops/parallel.py).
+    #: same values and large batches may be spread over the cores (metric_ops/scoring/parallel.py).
     #: Leave ``False`` for anything holding a model, a client, a cache or corpus-wide state.
     parallel_safe: ClassVar[bool] = False
     #: fewest samples for which worker processes are worth their start-up

@@ -14,7 +14,7 @@ same identity as structured JSON in its ``params`` column::
   (:meth:`~metric_ops.base.Metric.param_fields`: ``yes``/``no`` for bools, lists
   comma-joined; a judged metric's dict or list as JSON, a long one as ``#`` + a hash),
   plus ``use_annotation`` for a metric scoring an annotator's extracted value (its
-  signature ends in ``|annotation:NAME``, resources/metric_inputs.py).
+  signature ends in ``|annotation:NAME``, resources/scoring/metric_inputs.py).
 
 :func:`metric_identity` builds it from a metric instance; :func:`parse_signature` reads
 it back from a stored signature (rows written before the column existed) and is the only

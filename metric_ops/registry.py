@@ -1,7 +1,7 @@
 """The metric registry: name/alias -> Metric class, with "did you mean" errors.
 
 Modelled on lm-evaluation-harness's ``lm_eval/api/registry.py``: the generic
-:class:`~metric_ops.registry_core.Registry` (base-class check, aliases, "did you mean",
+:class:`~metric_ops.plugins.Registry` (base-class check, aliases, "did you mean",
 built-ins listed lazily by name) holding :class:`~metric_ops.base.Metric` classes. The
 built-in metrics are listed once in :data:`BUILTIN_METRICS` (name -> ``"module:Class"``)
 and imported on first use; a concrete ``Metric`` subclass defined anywhere else
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator
 
 from metric_ops.errors import FacetlakeError
-from metric_ops.registry_core import Registry, RegistryError, UnknownNameError
+from metric_ops.plugins import Registry, RegistryError, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.base import Metric
@@ -26,46 +26,46 @@ __all__ = [
 # Every built-in metric: canonical name -> "module:Class", imported on first use.
 # Adding a metric: its module plus one line here (CONTRIBUTING.md).
 BUILTIN_METRICS: dict[str, str] = {
-    "abstention_accuracy": "metric_ops.rag_checks:AbstentionAccuracy",
-    "action_oracle": "metric_ops.agents:ActionOracle",
-    "answer_relevance": "metric_ops.judged_rag:AnswerRelevance",
-    "bertscore": "metric_ops.bertscore:BERTScore",
+    "abstention_accuracy": "metric_ops.rag.checks:AbstentionAccuracy",
+    "action_oracle": "metric_ops.agents.oracles:ActionOracle",
+    "answer_relevance": "metric_ops.judged.rag_triad:AnswerRelevance",
+    "bertscore": "metric_ops.neural.bertscore:BERTScore",
     "bfcl_ast_accuracy": "metric_ops.toolcalls:BFCLAstAccuracy",
-    "bleu": "metric_ops.lexical:SentenceBLEU",
-    "chrf": "metric_ops.bleu:ChrF",
-    "chrf_pp": "metric_ops.bleu:ChrFPlusPlus",
+    "bleu": "metric_ops.lexical.squad:SentenceBLEU",
+    "chrf": "metric_ops.lexical.bleu:ChrF",
+    "chrf_pp": "metric_ops.lexical.bleu:ChrFPlusPlus",
     "confidence_tiers": "metric_ops.confidence:ConfidenceTiers",
-    "context_relevance": "metric_ops.judged_rag:ContextRelevance",
-    "corpus_bleu": "metric_ops.bleu:CorpusBLEU",
-    "corpus_chrf": "metric_ops.corpus:CorpusChrF",
-    "corpus_chrf_pp": "metric_ops.corpus:CorpusChrFPlusPlus",
-    "episode_reward": "metric_ops.agents:EpisodeReward",
-    "exact_match": "metric_ops.lexical:ExactMatch",
-    "faithfulness": "metric_ops.judged_rag:Faithfulness",
-    "g_eval": "metric_ops.judged:GEval",
-    "jury": "metric_ops.judged:Jury",
+    "context_relevance": "metric_ops.judged.rag_triad:ContextRelevance",
+    "corpus_bleu": "metric_ops.lexical.bleu:CorpusBLEU",
+    "corpus_chrf": "metric_ops.scoring.corpus:CorpusChrF",
+    "corpus_chrf_pp": "metric_ops.scoring.corpus:CorpusChrFPlusPlus",
+    "episode_reward": "metric_ops.agents.oracles:EpisodeReward",
+    "exact_match": "metric_ops.lexical.squad:ExactMatch",
+    "faithfulness": "metric_ops.judged.rag_triad:Faithfulness",
+    "g_eval": "metric_ops.judged.geval_jury:GEval",
+    "jury": "metric_ops.judged.geval_jury:Jury",
     "low_confidence_share": "metric_ops.confidence:LowConfidenceShare",
     "mean_token_logprob": "metric_ops.confidence:MeanTokenLogprob",
-    "meteor": "metric_ops.meteor:Meteor",
+    "meteor": "metric_ops.lexical.meteor:Meteor",
     "min_token_probability": "metric_ops.confidence:MinTokenProbability",
-    "nltk_bleu": "metric_ops.bleu:NltkBLEU",
-    "numeric_accuracy": "metric_ops.rag_checks:NumericAccuracy",
-    "outputs_oracle": "metric_ops.agents:OutputsOracle",
+    "nltk_bleu": "metric_ops.lexical.bleu:NltkBLEU",
+    "numeric_accuracy": "metric_ops.rag.checks:NumericAccuracy",
+    "outputs_oracle": "metric_ops.agents.oracles:OutputsOracle",
     "perplexity": "metric_ops.confidence:Perplexity",
-    "policy_oracle": "metric_ops.agents:PolicyOracle",
-    "quasi_exact_match": "metric_ops.lexical:QuasiExactMatch",
-    "rag_citations": "metric_ops.rag_checks:CitationChecks",
-    "rag_evidence": "metric_ops.rag_checks:EvidenceChecks",
-    "retrieval": "metric_ops.retrieval:RetrievalMetrics",
-    "rouge_1": "metric_ops.rouge:Rouge1",
-    "rouge_2": "metric_ops.rouge:Rouge2",
-    "rouge_l": "metric_ops.rouge:RougeL",
-    "rouge_lsum": "metric_ops.rouge:RougeLsum",
-    "rouge_s": "metric_ops.rouge:RougeS",
-    "rouge_su": "metric_ops.rouge:RougeSU",
-    "rouge_w": "metric_ops.rouge:RougeW",
-    "semantic_similarity": "metric_ops.bertscore:SemanticSimilarity",
-    "token_f1": "metric_ops.lexical:TokenF1",
+    "policy_oracle": "metric_ops.agents.oracles:PolicyOracle",
+    "quasi_exact_match": "metric_ops.lexical.squad:QuasiExactMatch",
+    "rag_citations": "metric_ops.rag.checks:CitationChecks",
+    "rag_evidence": "metric_ops.rag.checks:EvidenceChecks",
+    "retrieval": "metric_ops.rag.retrieval:RetrievalMetrics",
+    "rouge_1": "metric_ops.lexical.rouge:Rouge1",
+    "rouge_2": "metric_ops.lexical.rouge:Rouge2",
+    "rouge_l": "metric_ops.lexical.rouge:RougeL",
+    "rouge_lsum": "metric_ops.lexical.rouge:RougeLsum",
+    "rouge_s": "metric_ops.lexical.rouge:RougeS",
+    "rouge_su": "metric_ops.lexical.rouge:RougeSU",
+    "rouge_w": "metric_ops.lexical.rouge:RougeW",
+    "semantic_similarity": "metric_ops.neural.bertscore:SemanticSimilarity",
+    "token_f1": "metric_ops.lexical.squad:TokenF1",
     "tool_calls": "metric_ops.toolcalls:ToolCallMetrics",
 }
 

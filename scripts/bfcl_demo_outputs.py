@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resources.bfcl import write_bfcl_demo_outputs  # noqa: E402
+from resources.datasets.bfcl import write_bfcl_demo_outputs  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Produce ROUGE-1.5.5 known answers for facetlake's tests (issue 15, kind 8).
 
 Not run by the test suite: it needs the ROUGE-1.5.5 Perl script, which the project does
-not ship. To regenerate ``tests/data/rouge155_known_answers.json``:
+not ship. To regenerate ``pipelines/crossval/rouge155_known_answers.json``:
 
 1. Fetch a public repository carrying ``tools/ROUGE-1.5.5`` (e.g. github andersjo/pyrouge)
    and copy that folder OUTSIDE the repository, e.g. to ``/tmp/rouge155/ROUGE-1.5.5``.
@@ -109,7 +109,7 @@ def run(rouge_dir: Path, records: list[dict]) -> dict[str, dict[str, list[float]
 
 def main(argv: list[str]) -> int:
     rouge_dir = Path(argv[1])
-    out = Path(argv[2]) if len(argv) > 2 else Path(__file__).resolve().parents[1] / "tests" / "data" / "rouge155_known_answers.json"
+    out = Path(argv[2]) if len(argv) > 2 else Path(__file__).resolve().parents[1] / "pipelines" / "crossval" / "rouge155_known_answers.json"
     records, multi = pairs(), multi_reference_pairs()
     for group in (records, multi):
         values = run(rouge_dir, group)

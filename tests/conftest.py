@@ -24,7 +24,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # handler is closed, unless it is the current sys.stderr. Every Dagster run calls logging.config.dictConfig,
 # which closes all handlers: a later test's capture then fails with "I/O operation on closed file". Point
 # the handler at the process's own stderr, which it never closes. (The product does not import absl:
-# metric_ops/rouge_ngram_lcs.py computes ROUGE without rouge-score.)
+# metric_ops/lexical/rouge/ngram_lcs.py computes ROUGE without rouge-score.)
 try:
     import sys as _sys
 
@@ -49,7 +49,7 @@ def pytest_configure_node(node):
 
 def pytest_configure(config):
     """In a pytest-xdist worker, ``COLUMNS`` arrives set to 80 although the controller has
-    none; rich's console (pipelines/cli_common.py) would then pin its width at 80 for the
+    none; rich's console (pipelines/cli/common.py) would then pin its width at 80 for the
     whole worker and ignore the ``COLUMNS`` a test passes to ``CliRunner.invoke``. Restore
     the controller's value before any test module imports the CLI."""
     workerinput = getattr(config, "workerinput", None)
@@ -91,7 +91,7 @@ def instance(dagster_home):
 
 def small_spec(name: str = "sfres-small", limit: int = 40, metrics=("exact_match", "token_f1", "bleu", "rouge_l"), **extra):
     """An SF-RES evaluation over the first ``limit`` rows of the shipped real data."""
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog.spec import EvaluationSpec
 
     data = {
         "name": name,
@@ -106,8 +106,8 @@ def small_spec(name: str = "sfres-small", limit: int = 40, metrics=("exact_match
 @pytest.fixture(scope="session")
 def evaluated_lake(tmp_path_factory, instance):
     """A lake holding one materialised SF-RES evaluation (40 real rows); read-only for tests."""
-    from pipelines.runner import run_evaluation
-    from resources.lake import LakeStore
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.tables import LakeStore
 
     root = tmp_path_factory.mktemp("lake_session") / "lake"
     lake = LakeStore(root=str(root))
@@ -118,7 +118,7 @@ def evaluated_lake(tmp_path_factory, instance):
 @pytest.fixture
 def lake_copy(evaluated_lake, tmp_path):
     """A private copy of the evaluated lake, for tests that write."""
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     lake, resolved = evaluated_lake
     root = tmp_path / "lake"

@@ -13,12 +13,12 @@ from metric_ops.confidence import (
     Perplexity,
     confidence_tier,
 )
-from resources.adapters import AdapterError, adapter_fingerprint_inputs, make_adapter
-from resources.annotators import AnnotatorError, make_annotators, run_annotators
+from resources.prompting.adapters import AdapterError, adapter_fingerprint_inputs, make_adapter
+from resources.prompting.annotators import AnnotatorError, make_annotators, run_annotators
 from resources.backends import GenerationRequest, GenerationResult, ModelSpecError, parse_model_spec
-from resources.evaluation import EvaluationSpec, SpecError, fingerprint_of
-from resources.generation_run import performance, price_for
-from resources.logprobs import align_pieces
+from resources.catalog.spec import EvaluationSpec, SpecError, fingerprint_of
+from resources.backends.planning import performance, price_for
+from resources.backends.logprobs import align_pieces
 
 SAMPLES = [
     Sample("a", "2+2?", references=("4",), context=("alpha " * 10, "beta " * 10), metadata={"choices": ["3", "4"], "topic": "math"}),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metric_ops.agents import (
+from metric_ops.agents.oracles import (
     POLICY_RULES,
     ActionOracle,
     EpisodeReward,
@@ -22,9 +22,9 @@ from metric_ops.agents import (
     episode_calls,
 )
 from metric_ops.base import Sample
-from metric_ops.passk import inconsistent_tasks, oracle_disagreement, paired_pass_k, pass_at_k, pass_hat_k, pass_k, pass_k_curve
+from metric_ops.agents.passk import inconsistent_tasks, oracle_disagreement, paired_pass_k, pass_at_k, pass_hat_k, pass_k, pass_k_curve
 from resources.datasets import DatasetError
-from resources.episodes import EpisodesDataset, read_episodes
+from resources.agents.episodes import EpisodesDataset, read_episodes
 
 TAU = Path(__file__).resolve().parents[1] / "data" / "tau-bench" / "gpt-4o-airline.json"
 T, F = True, False

@@ -34,7 +34,7 @@ def tasks_file(tmp_path_factory):
 
 
 def _spec(name, models, tasks_file, runtime, generation=None):
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog.spec import EvaluationSpec
 
     return EvaluationSpec.from_mapping({
         "name": name, "dataset": {"kind": "episodes", "path": str(tasks_file), "environment": ENV, "max_turns": 6},
@@ -44,8 +44,8 @@ def _spec(name, models, tasks_file, runtime, generation=None):
 
 @pytest.mark.slow
 def test_live_episodes_scripted_agent_over_http(tasks_file, tmp_path, instance):
-    from pipelines.runner import run_evaluation
-    from resources.lake import LakeStore
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.tables import LakeStore
     from tests.support.agent_server import AgentServer
 
     server = AgentServer().start()
@@ -82,10 +82,10 @@ def test_live_episodes_scripted_agent_over_http(tasks_file, tmp_path, instance):
 
 @pytest.mark.slow
 def test_live_episodes_tiny_lm_through_the_hf_backend(tasks_file, tmp_path, instance):
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
     from resources.backends import GenerationRequest, ModelBackends
-    from resources.episode_runner import _backend_view
-    from resources.lake import LakeStore
+    from resources.agents.runner import _backend_view
+    from resources.lake.tables import LakeStore
     from metric_ops.base import Sample
     from support.tiny_lm import build_tiny_lm
 
@@ -115,11 +115,11 @@ def test_live_episodes_tiny_lm_through_the_hf_backend(tasks_file, tmp_path, inst
 def test_live_episode_with_a_model_playing_the_user(tasks_file, tmp_path, instance):
     """user: model: the tiny LM plays the user from the task's instruction; its first turn is
     exactly what it generates for the user prompt, and the episode is cut at max_turns."""
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
     from resources.backends import GenerationRequest, ModelBackends
-    from resources.episode_runner import USER_PROMPT
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import LakeStore
+    from resources.agents.runner import USER_PROMPT
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import LakeStore
     from metric_ops.base import Sample
     from support.tiny_lm import build_tiny_lm
 

@@ -28,9 +28,9 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def demo_lake(tmp_path_factory, dagster_home):
-    from resources.evaluation import EvaluationSpec, resolve
-    from resources.lake import LakeStore
-    from pipelines.cli_agents import TAU_BENCH_CONFIG
+    from resources.catalog.spec import EvaluationSpec, resolve
+    from resources.lake.tables import LakeStore
+    from pipelines.cli.agents import TAU_BENCH_CONFIG
 
     root = tmp_path_factory.mktemp("agents") / "lake"
     out = root.parent / "agents.html"
@@ -101,7 +101,7 @@ def test_pass_hat_k_recomputed_independently_from_the_raw_file(demo_lake):
 
 @pytest.mark.slow
 def test_rescoring_reads_stored_episodes_without_running_them(demo_lake, tmp_path):
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     lake0, fp, _, _ = demo_lake
     root = tmp_path / "lake"
@@ -121,9 +121,9 @@ def test_rescoring_reads_stored_episodes_without_running_them(demo_lake, tmp_pat
 def test_second_agent_compared_task_paired_with_fewer_trials(demo_lake, tmp_path, instance):
     """A second agent written as OpenAI-messages JSONL (gpt-4o's trials 0 and 1 only): same
     tasks, so the same fingerprint; at k = 3, 4 its tasks are excluded and counted."""
-    from pipelines.runner import run_evaluation
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import LakeStore
+    from pipelines.runs.runner import run_evaluation
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import LakeStore
 
     lake0, fp, _, _ = demo_lake
     root = tmp_path / "lake"
@@ -207,9 +207,9 @@ def test_report_shows_the_pass_hat_k_curve_in_chromium(demo_lake, tmp_path):
 
 @pytest.mark.slow
 def test_episodes_of_unknown_tasks_are_error_rows_and_never_scored(tmp_path, instance):
-    from pipelines.runner import run_evaluation
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import LakeStore
+    from pipelines.runs.runner import run_evaluation
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import LakeStore
 
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     tasks = tmp_path / "tasks.jsonl"

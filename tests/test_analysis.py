@@ -26,10 +26,10 @@ runner = CliRunner()
 @pytest.fixture(scope="session")
 def demo_lake(tmp_path_factory, instance):
     """The demo evaluations (pipelines/configs/sfres.yaml and qags.yaml, full data) materialised
-    once through pipelines.runner.run_evaluation, the path `facetlake demo` takes."""
-    from pipelines.runner import run_evaluation
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import LakeStore
+    once through pipelines.runs.runner.run_evaluation, the path `facetlake demo` takes."""
+    from pipelines.runs.runner import run_evaluation
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import LakeStore
 
     lake = LakeStore(root=str(tmp_path_factory.mktemp("demo_lake") / "lake"))
     resolved = {name: run_evaluation(EvaluationSpec.from_yaml(CONFIGS / f"{name}.yaml"), lake, instance) for name in ("sfres", "qags")}
@@ -167,7 +167,7 @@ def _write_outputs(path: Path, outputs: dict[str, str]) -> str:
 @pytest.mark.slow
 def test_regression_check_fails_on_a_planted_regression_and_passes_otherwise(lake_copy, instance, tmp_path):
     from assets.comparisons import CHECK_REGRESSION
-    from pipelines.runner import materialize_analysis, materialize_model, register
+    from pipelines.runs.runner import materialize_analysis, materialize_model, register
 
     lake, resolved = lake_copy  # 40 real SF-RES rows, sfres-system already generated and scored
     system = {r["sample_id"]: r["output"] for r in lake.read("generations").iter_rows(named=True)}
@@ -209,7 +209,7 @@ def test_regression_check_fails_on_a_planted_regression_and_passes_otherwise(lak
 
 
 def test_spec_baseline_must_name_a_model():
-    from resources.evaluation import SpecError
+    from resources.catalog.spec import SpecError
 
     with pytest.raises(SpecError, match="baseline 'nope' is not one of the models"):
         small_spec(baseline="nope")
@@ -269,7 +269,7 @@ def test_tradeoff_resources_come_from_generations_and_runs_provenance(tmp_path):
     import datetime as dt
 
     from assets.analysis_common import pinned_versions, resource_figures
-    from resources.lake import SCHEMAS, LakeStore
+    from resources.lake.tables import SCHEMAS, LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     fp = "a" * 64

@@ -17,8 +17,8 @@ from assets.correlations import CorrelationsConfig, correlations
 from assets.partitions import evaluation_partitions
 from assets.summary import summary
 from resources.catalog import register_evaluation
-from resources.evaluation import resolve
-from resources.lake import LakeStore
+from resources.catalog.spec import resolve
+from resources.lake.tables import LakeStore
 from tests.conftest import small_spec
 
 N = 6

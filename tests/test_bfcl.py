@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from metric_ops.runner import score_rows
+from metric_ops.scoring.rows import score_rows
 from metric_ops.toolcalls import BFCLAstAccuracy, ToolCallMetrics, bfcl_verdict
-from resources.bfcl import (
+from resources.datasets.bfcl import (
     BFCL_CATEGORIES,
     BFCLDataset,
     bfcl_categories,
@@ -108,7 +108,7 @@ def test_demo_files_through_the_precomputed_backend(tmp_path, samples):
 
 def test_metric_winners_by_direction():
     pl = pytest.importorskip("polars")
-    demo = pytest.importorskip("pipelines.bfcl_demo")
+    demo = pytest.importorskip("pipelines.cli.demo_bfcl")
     summary = pl.DataFrame(
         {
             "model": ["good", "bad", "good", "bad", "good", "bad"],

@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from pipelines.cli_common import first_sentence
+from pipelines.cli.common import first_sentence
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_help_shows_boolean_flags_without_a_value_type():
     ("SF-RES data-to-text (Wen et al., 2015) from UniEval: ratings 1-6 (informativeness,\n    naturalness, overall). More.",
      "SF-RES data-to-text (Wen et al., 2015) from UniEval: ratings 1-6 (informativeness, naturalness, overall)."),
     ('SelfAware (Yin et al., 2023): ``{"example": [...]}``.\n\n    Second paragraph.', 'SelfAware (Yin et al., 2023): {"example": [...]}.'),
-    ("Uses :class:`resources.lake.LakeStore` and `x`", "Uses resources.lake.LakeStore and x"),
+    ("Uses :class:`resources.lake.tables.LakeStore` and `x`", "Uses resources.lake.tables.LakeStore and x"),
     (None, ""),
 ])
 def test_first_sentence(doc, expected):
@@ -59,7 +59,7 @@ def test_datasets_shows_whole_first_sentences_without_backticks():
 
 @pytest.fixture(scope="module")
 def lake_root(tmp_path_factory) -> str:
-    from resources.lake import LakeTables
+    from resources.lake.tables import LakeTables
 
     lake = LakeTables(root=str(tmp_path_factory.mktemp("out") / "lake"))
     rows = [{"model": "m", "fingerprint": "0" * 64, "dataset": "d", "sample_id": str(i), "metric": "bleu",
@@ -118,7 +118,7 @@ def test_defaults_never_point_into_the_project_or_package(tmp_path, monkeypatch)
 def test_quiet_drops_only_what_the_user_cannot_act_on(caplog, monkeypatch):
     import warnings
 
-    from pipelines.quiet import quiet_libraries
+    from pipelines.cli.quiet import quiet_libraries
 
     monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
     quiet_libraries()
@@ -149,7 +149,7 @@ def _stat(metric, model, mean, winner=False, lo=None, hi=None):
 
 
 def test_side_by_side_puts_each_evaluation_in_its_own_column():
-    from pipelines.cli_report import side_by_side
+    from pipelines.cli.report import side_by_side
 
     table = side_by_side({
         "a@1": [_stat("bleu", "m", 20.0, True, 18.0, 22.0), _stat("rouge_l_f", "m", 0.5),
@@ -167,7 +167,7 @@ def test_side_by_side_puts_each_evaluation_in_its_own_column():
 
 @pytest.mark.slow
 def test_compare_with_force_shows_both_evaluations(lake_copy, instance):
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
     from tests.conftest import small_spec
 
     lake, first = lake_copy
@@ -208,7 +208,7 @@ def test_help_paragraphs_reflow_to_the_terminal():
 
 
 def test_write_frame_counts_in_words(tmp_path):
-    from pipelines.cli_common import write_frame
+    from pipelines.cli.common import write_frame
 
     assert write_frame(pl.DataFrame({"a": [1]}), tmp_path / "x.csv").startswith("wrote 1 row x 1 column to")
     assert write_frame(pl.DataFrame({"a": [1, 2], "b": [3, 4]}), tmp_path / "y.csv").startswith("wrote 2 rows x 2 columns to")
@@ -217,7 +217,7 @@ def test_write_frame_counts_in_words(tmp_path):
 def test_no_progress_bar_when_stderr_is_not_a_terminal(capfd):
     """A CI log or a redirected run gets no `\\r` bar lines (tqdm's disable=None)."""
     from metric_ops import Sample
-    from metric_ops.suite import score_suite
+    from metric_ops.scoring.suite import score_suite
 
     samples = [Sample(str(i), "q", ("the cat sat",)) for i in range(300)]
     score_suite({"b": ("bleu", {})}, samples, ["a cat sat"] * 300, workers=1, progress=True)
@@ -227,8 +227,8 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(capfd):
 def test_a_run_says_what_it_reused(tmp_path, instance):
     """`facetlake run --help` promises the run says what it reused: the assets log it at INFO
     (below the console's level), so the in-process run collects it for the CLI to print."""
-    from pipelines.runner import run_evaluation
-    from resources.lake import LakeStore
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.tables import LakeStore
     from tests.conftest import small_spec
 
     lake = LakeStore(root=str(tmp_path / "lake"))

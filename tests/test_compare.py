@@ -1,4 +1,4 @@
-"""Pure comparison and meta-evaluation logic (metric_ops.compare, metric_ops.meta_eval)
+"""Pure comparison and meta-evaluation logic (metric_ops.compare, metric_ops.compare.meta_eval)
 on planted data whose right answers are known."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from metric_ops import compare, meta_eval, stats
+from metric_ops import compare, stats
+from metric_ops.compare import meta_eval
 
 N = 60
 
@@ -200,7 +201,7 @@ def test_metrics_restricts_the_work_to_the_named_scores(planted):
 
 
 def test_one_bootstrap_flavour_per_score_even_when_sample_sizes_straddle_the_threshold(monkeypatch):
-    from metric_ops import stats_core  # where bootstrap_resampling reads the threshold
+    from metric_ops.stats import core as stats_core  # where bootstrap_resampling reads the threshold
 
     monkeypatch.setattr(stats_core, "WILD_BOOTSTRAP_ABOVE", 50 * 999)  # 40 values x 999 resamples below, 60 above
     rng = np.random.default_rng(2)

@@ -60,7 +60,7 @@ def server():
 
 
 def _sent_hash(body: dict) -> str:
-    """The ledger's text_sha256 of one request body (resources/outbound.py text_sha256)."""
+    """The ledger's text_sha256 of one request body (resources/privacy/outbound.py text_sha256)."""
     texts = [str(m.get("content")) for m in body.get("messages", [])] if "messages" in body else [body.get("prompt", "")]
     return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
 

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from benchmarks.crossval.crossval import LEXICAL_TOLERANCE, NEURAL_TOLERANCE, compare, variants
+from pipelines.crossval.harness import LEXICAL_TOLERANCE, NEURAL_TOLERANCE, compare, variants
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -24,7 +24,7 @@ NEURAL = [n for n, v in VARIANTS.items() if v.neural]
 
 @pytest.fixture(scope="module")
 def case_sets():
-    from benchmarks.crossval.run import crossval_case_sets
+    from pipelines.crossval.run import crossval_case_sets
 
     return crossval_case_sets()
 
@@ -59,14 +59,14 @@ def test_neural_variant_matches_reference(case_sets, name):
     row = compare(VARIANTS[name], thinned)
     assert row["real_cases"] >= 1000
     # P, R and well-conditioned F within 1e-6; an ill-conditioned BERTScore F (P, R of
-    # opposite signs) within 1e-6 x its recorded f1_condition (see benchmarks.crossval.crossval.compare)
+    # opposite signs) within 1e-6 x its recorded f1_condition (see pipelines.crossval.harness.compare)
     assert row["max_scaled_error"] <= NEURAL_TOLERANCE, row
     assert row["passed"]
 
 
 def test_a_wrong_implementation_is_caught():
     # the comparison must be able to fail: score chrF against the BLEU reference
-    from benchmarks.crossval.crossval import Case
+    from pipelines.crossval.harness import Case
 
     v = VARIANTS["chrf"]
     wrong = type(v)(**{**v.__dict__, "reference": VARIANTS["bleu (sacrebleu sentence)"].reference})
@@ -75,8 +75,8 @@ def test_a_wrong_implementation_is_caught():
 
 
 def test_report_is_written_with_every_variant(tmp_path, monkeypatch):
-    import benchmarks.crossval.run as ac
-    from benchmarks.crossval.crossval import Case
+    import pipelines.crossval.run as ac
+    from pipelines.crossval.harness import Case
 
     small = [
         Case("the cat sat on the mat", ("the cat sat on the mat",), "sfres"),
@@ -93,14 +93,14 @@ def test_report_is_written_with_every_variant(tmp_path, monkeypatch):
 
 
 def ac_crossvalidate_lexical(cases):
-    from benchmarks.crossval.crossval import crossvalidate
+    from pipelines.crossval.harness import crossvalidate
 
     return crossvalidate(cases, only=[*LEXICAL, "rouge_w"], progress=False)
 
 
 def test_cases_with_nothing_to_measure_are_left_out_and_counted_with_the_reason():
     # issue 15 kind 2: the library's placeholder 0 for an empty reference is not compared
-    from benchmarks.crossval.crossval import Case
+    from pipelines.crossval.harness import Case
 
     cases = [
         Case("the cat sat", ("the cat sat on the mat",), "edge", real=False),
@@ -117,6 +117,6 @@ def test_cases_with_nothing_to_measure_are_left_out_and_counted_with_the_reason(
     squad = next(n for n in VARIANTS if VARIANTS[n].metric == "exact_match")
     row = compare(VARIANTS[squad], cases)  # SQuAD v2: an empty gold is the no-answer gold, compared
     assert row["left_out"] == 0 and row["compared"] == 4 and row["passed"]
-    from benchmarks.crossval.crossval import report_markdown
+    from pipelines.crossval.harness import report_markdown
 
     assert "| 2: 2 facetlake unscored: sample has no references |" in report_markdown([compare(VARIANTS["chrf"], cases)])

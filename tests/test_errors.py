@@ -13,18 +13,18 @@ from tests.test_layout import project_modules
 NOT_YET: set[str] = set()  # every exception class is on the base now
 
 OWNED = [
-    ("metric_ops.stats", "StatsError", ValueError), ("metric_ops.agents", "TrajectoryError", ValueError),
-    ("metric_ops.corpus", "CorpusStatisticsError", ValueError), ("metric_ops.meteor", "WordNetMissingError", RuntimeError),
+    ("metric_ops.stats", "StatsError", ValueError), ("metric_ops.agents.oracles", "TrajectoryError", ValueError),
+    ("metric_ops.scoring.corpus", "CorpusStatisticsError", ValueError), ("metric_ops.lexical.meteor", "WordNetMissingError", RuntimeError),
     ("metric_ops.registry", "MetricParamError", ValueError), ("metric_ops.registry", "UnknownMetricError", KeyError),
-    ("resources.adapters", "AdapterError", ValueError), ("resources.annotators", "AnnotatorError", ValueError),
+    ("resources.prompting.adapters", "AdapterError", ValueError), ("resources.prompting.annotators", "AnnotatorError", ValueError),
     ("resources.catalog", "CatalogError", LookupError), ("resources.catalog", "CatalogCollisionError", ValueError),
-    ("resources.catalog", "HistoryPartitionError", LookupError), ("resources.evaluation", "SpecError", ValueError),
-    ("resources.episode_runner", "EnvironmentLoadError", RuntimeError), ("resources.keys", "MissingKeyError", RuntimeError),
-    ("resources.lm_eval_bridge", "LmEvalError", ValueError), ("resources.lm_eval_models", "LmEvalPrivacyError", ValueError),
-    ("resources.metric_inputs", "MetricInputError", ValueError), ("resources.migrations", "MigrationError", RuntimeError),
-    ("resources.profiles", "ProfileError", ValueError), ("resources.sql", "SQLRefusedError", ValueError),
-    ("resources.sql", "SQLLimitError", RuntimeError), ("pipelines.launch", "LaunchError", RuntimeError),
-    ("pipelines.lineage", "LineageError", LookupError),
+    ("resources.catalog", "HistoryPartitionError", LookupError), ("resources.catalog.spec", "SpecError", ValueError),
+    ("resources.agents.runner", "EnvironmentLoadError", RuntimeError), ("resources.privacy.keys", "MissingKeyError", RuntimeError),
+    ("resources.lm_eval.bridge", "LmEvalError", ValueError), ("resources.lm_eval.models", "LmEvalPrivacyError", ValueError),
+    ("resources.scoring.metric_inputs", "MetricInputError", ValueError), ("resources.lake.migrations", "MigrationError", RuntimeError),
+    ("resources.catalog.profiles", "ProfileError", ValueError), ("resources.sql", "SQLRefusedError", ValueError),
+    ("resources.sql", "SQLLimitError", RuntimeError), ("pipelines.runs.launch", "LaunchError", RuntimeError),
+    ("pipelines.report.lineage", "LineageError", LookupError),
 ]
 
 

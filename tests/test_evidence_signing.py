@@ -21,12 +21,12 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from resources.evaluation import EvaluationSpec, fingerprint_of
-from resources.evidence import (
+from resources.catalog.spec import EvaluationSpec, fingerprint_of
+from resources.evidence.export import (
     MANIFEST, SIGNATURE, EvidenceError, export_evidence, generate_keypair, load_public_key, load_signing_key, sha256_file,
     verify_evidence,
 )
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 
 # pytest-xdist: one worker runs this module (the signed lake and keys are module-scoped; README "Tests")
 pytestmark = pytest.mark.xdist_group("evidence_signing")
@@ -38,7 +38,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def two_model_lake(tmp_path_factory, instance):
     """A real two-model evaluation (SF-RES system outputs and the copy-input heuristic)."""
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
 
     lake = LakeStore(root=str(tmp_path_factory.mktemp("signed") / "lake"))
     spec = EvaluationSpec.from_mapping({
@@ -168,7 +168,7 @@ def test_forge_fingerprint_inputs_with_the_products_own_function(signed_export, 
 
 
 def test_resigned_with_another_key_or_stripped(signed_export, keypair, two_model_lake, tmp_path):
-    from resources.evidence import public_key_id
+    from resources.evidence.export import public_key_id
 
     lake, _ = two_model_lake
     forged = _copy(signed_export[0], tmp_path, "resigned")
@@ -294,7 +294,7 @@ def test_export_csv_exits_cleanly_every_time(two_model_lake, tmp_path):
     codes = [code for code, _ in results]
     assert codes == [0] * 4 + [1] * 2, results
     # the mechanism itself, at its most likely: a filtered read of that table, then exit at once
-    script = ("import sys; from resources.lake import LakeStore; "
+    script = ("import sys; from resources.lake.tables import LakeStore; "
               f"f = LakeStore(root={copy.root!r}).read('samples', where={{'fingerprint': '{5:064x}'}}, columns=['sample_id']); "
               "print(f.height); sys.exit(3)")
     for run in range(12):  # P(no abort in 12 | old code) = 0.62**12 < 0.3%

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from resources.evaluation import EvaluationSpec, SpecError, fingerprint_of, resolve
+from resources.catalog.spec import EvaluationSpec, SpecError, fingerprint_of, resolve
 
 BASE = {"name": "x", "dataset": {"kind": "sfres", "limit": 20}, "models": {"a": "precomputed:column=system_output"},
         "metrics": ["bleu"]}

@@ -20,7 +20,7 @@ from metric_ops.identity import (
     parse_signature,
     signature_params_json,
 )
-from metric_ops.judging import JudgeReply
+from metric_ops.judged.judging import JudgeReply
 from metric_ops.registry import REGISTRY, get_metric
 
 
@@ -117,7 +117,7 @@ def test_judged_identity_keeps_judge_out_of_params_and_jury_lists_its_judges():
 
 
 def test_unregistered_names_keep_every_field_as_a_parameter():
-    from resources.lm_eval_common import score_identity, score_signature
+    from resources.lm_eval.common import score_identity, score_signature
 
     assert parse_signature("human:overall|source:dataset") == {"metric": "human:overall", "version": None,
                                                                "params": {"source": "dataset"}}
@@ -133,7 +133,7 @@ def test_an_empty_signature_is_refused_naming_the_fix(bad):
 
 
 def test_score_rows_and_frames_carry_the_identity():
-    from metric_ops.runner import frame_of_rows, human_rating_rows, score_frame, score_rows
+    from metric_ops.scoring.rows import frame_of_rows, human_rating_rows, score_frame, score_rows
 
     samples = [Sample("1", "q", ("the cat sat",), ratings={"overall": 4.0}), Sample("2", "q", ("a dog",))]
     metric = get_metric("rouge_1", use_stemmer=True)
@@ -172,7 +172,7 @@ def old_lake(tmp_path):
     """A lake whose scores table was written, with deltalake directly, before the params column."""
     from deltalake import write_deltalake
 
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     old = pa.Table.from_pylist(_rows(get_metric("bleu", tokenize="intl"), "m1", ["1", "2"], "old-run"), schema=_OLD_SCORES)
@@ -191,7 +191,7 @@ def test_an_old_scores_table_reads_with_params_from_the_signature(old_lake):
 
 
 def test_appending_and_replacing_on_an_old_table_adds_the_column(old_lake):
-    from pipelines.runner import scoring_outcome
+    from pipelines.runs.runner import scoring_outcome
 
     rouge = get_metric("rouge_l", use_stemmer=True)
     new = [{**r, "params": metric_params_json(rouge)} for r in _rows(rouge, "m1", ["1", "2", "3"], "new-run")]
@@ -220,7 +220,7 @@ def test_identity_json_is_compact_and_sorted():
 
 @pytest.mark.parametrize("name", ["exact_match", "bleu", "meteor"])
 def test_a_metric_scoring_an_annotation_keeps_it_in_its_identity(name):
-    from resources.metric_inputs import build_metric
+    from resources.scoring.metric_inputs import build_metric
 
     metric, annotation = build_metric(name, {"use_annotation": "answer"})
     assert annotation == "answer" and metric.signature().endswith("|annotation:answer")
@@ -232,7 +232,7 @@ def test_a_metric_scoring_an_annotation_keeps_it_in_its_identity(name):
 def test_scoring_outcome_counts_statuses_and_shows_the_first_error_of_the_metric(old_lake):
     """`facetlake score`'s table: per (model, metric) the status counts and the first error
     message of that metric only (another metric's error in the same partition is not shown)."""
-    from pipelines.runner import scoring_outcome
+    from pipelines.runs.runner import scoring_outcome
 
     rouge = get_metric("rouge_l")
     rows = _rows(rouge, "m1", ["1", "2", "3"], "r")

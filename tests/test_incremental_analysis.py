@@ -32,7 +32,7 @@ def _run_ids(frame: pl.DataFrame, by: list[str]) -> dict:
 def two_models(lake_copy, instance):
     """40 real SF-RES rows scored for the shipped system and the copy-input heuristic,
     with summary, comparisons and correlations materialised."""
-    from pipelines.runner import materialize_analysis, materialize_model, register
+    from pipelines.runs.runner import materialize_analysis, materialize_model, register
 
     lake, resolved = lake_copy
     spec = small_spec()
@@ -67,7 +67,7 @@ def count_tests(monkeypatch):
 
 @pytest.mark.slow
 def test_rescoring_one_metric_recomputes_only_its_analysis_rows(two_models, instance, count_tests):
-    from pipelines.runner import rescore
+    from pipelines.runs.runner import rescore
 
     lake, fp = two_models
     comp0, corr0, summ0 = (lake.read(t, where={"fingerprint": fp}) for t in ("comparisons", "correlations", "summary"))
@@ -118,7 +118,7 @@ def test_rescoring_one_metric_recomputes_only_its_analysis_rows(two_models, inst
     assert rescore_run != comp_run["run_id"]
 
     # nothing changed since: a second analysis run computes nothing and writes nothing
-    from pipelines.runner import materialize_analysis
+    from pipelines.runs.runner import materialize_analysis
 
     versions = {t: lake.version(t) for t in ("comparisons", "correlations")}
     count_tests.clear()
@@ -131,14 +131,14 @@ def test_rescoring_one_metric_recomputes_only_its_analysis_rows(two_models, inst
 
 @pytest.mark.slow
 def test_a_corpus_metric_is_stored_once_per_model_and_flows_through_the_analysis(two_models, instance, count_tests, tmp_path):
-    from pipelines.runner import rescore
-    from resources.evidence import export_evidence
+    from pipelines.runs.runner import rescore
+    from resources.evidence.export import export_evidence
 
     lake, fp = two_models
     comp0 = lake.read("comparisons", where={"fingerprint": fp})
     count_tests.clear()
     done = rescore(["corpus_chrf"], lake, instance)
-    from pipelines.runner import scoring_outcome
+    from pipelines.runs.runner import scoring_outcome
 
     outcome = scoring_outcome(lake, done)  # what `facetlake score` prints: the segments, not one row
     assert outcome["scored"].to_list() == [40, 40] and outcome["error"].to_list() == [0, 0]

@@ -270,7 +270,7 @@ def test_cli_refuses_bad_input_in_one_line_before_any_run(tmp_path, monkeypatch,
 
 
 def test_evaluation_spec_file_bytes_are_checked_too(tmp_path):
-    from resources.evaluation import EvaluationSpec, SpecError
+    from resources.catalog.spec import EvaluationSpec, SpecError
 
     spec = "# café\nname: cafe\ndataset: {kind: sfres, limit: 3}\nmodels: {m: 'precomputed:column=system_output'}\nmetrics: [bleu]\n"
     (tmp_path / "latin.yaml").write_bytes(spec.encode("latin-1"))
@@ -287,9 +287,9 @@ def test_inbox_file_waits_until_its_evaluation_has_samples(instance, tmp_path):
     writing them) starts no pair run, which would fail: it waits, unseen, and becomes a run
     request on the first tick after the samples are stored."""
     from conftest import small_spec
-    from pipelines.runner import materialize_samples, register
+    from pipelines.runs.runner import materialize_samples, register
     from pipelines.sensors import InboxConfig, inbox_sensor
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     resolved = register(small_spec("inbox-wait", limit=5), lake, instance)

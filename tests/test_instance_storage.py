@@ -1,4 +1,4 @@
-"""The Dagster instance of an in-process CLI run (pipelines/instance_storage.py, issue 14).
+"""The Dagster instance of an in-process CLI run (pipelines/runs/instance_storage.py, issue 14).
 
 The CLI's in-process runs use an event log that keeps one SQLite connection per run file
 and creates a new run's file without reloading Alembic's scripts, and no compute-log
@@ -20,7 +20,7 @@ import pytest
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from pipelines.instance_storage import CachedEngineSqliteEventLogStorage, in_process_instance, in_process_overrides
+from pipelines.runs.instance_storage import CachedEngineSqliteEventLogStorage, in_process_instance, in_process_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def test_connections_are_reused_within_a_run(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir() or not hasattr(os, "fork"), reason="needs Linux /proc and fork")
 def test_a_forked_child_forgets_the_parents_connections_without_closing_them(tmp_path):
-    from pipelines import instance_storage
+    from pipelines.runs import instance_storage
 
     ours = CachedEngineSqliteEventLogStorage(str(tmp_path))
     ours.store_event(_run_event("run-f", "RUN_START"))
@@ -211,9 +211,9 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
     from alembic.script import ScriptDirectory
     from dagster._core.instance.ref import InstanceRef
 
-    from pipelines import instance_storage
-    from pipelines.runner import materialize_samples, register
-    from resources.lake import LakeStore
+    from pipelines.runs import instance_storage
+    from pipelines.runs.runner import materialize_samples, register
+    from resources.lake.tables import LakeStore
     from tests.conftest import small_spec
 
     home = tmp_path / "home"
@@ -245,7 +245,7 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
 
 @pytest.mark.parametrize("capture", [True, False])
 def test_get_instance_chooses_by_capture_logs(tmp_path, monkeypatch, capture):
-    from pipelines.runner import get_instance
+    from pipelines.runs.runner import get_instance
 
     home = tmp_path / "home"
     home.mkdir()

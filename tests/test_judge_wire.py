@@ -1,6 +1,6 @@
 """The judge wire path end to end: a real OpenAI-compatible HTTP server on 127.0.0.1
 serving a tiny local LM (tests/support/judge_server.py), reached through
-resources/judges.py -> resources/outbound.py -> the openai client.
+resources/scoring/judges.py -> resources/privacy/outbound.py -> the openai client.
 
 The tiny model writes gibberish, so its replies fail to parse: they must land as
 ``error`` rows with the raw text kept (never a zero, never a crash), judge calls must be
@@ -41,10 +41,10 @@ def judge_spec(server):
 @pytest.fixture(scope="module")
 def two_model_lake(tmp_path_factory, instance):
     """SF-RES, 3 real rows, two precomputed systems (the real outputs and the references)."""
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
     from resources.datasets import make_dataset
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import LakeStore
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import LakeStore
 
     root = tmp_path_factory.mktemp("judge_lake")
     refs = root / "refs.jsonl"
@@ -61,8 +61,8 @@ def two_model_lake(tmp_path_factory, instance):
 
 
 def test_api_judge_reply_and_logprobs_over_http(server, judge_spec):
-    from metric_ops.judging import resolve_judge
-    import resources.judges  # noqa: F401  (installs the resolver)
+    from metric_ops.judged.judging import resolve_judge
+    import resources.scoring.judges  # noqa: F401  (installs the resolver)
 
     judge = resolve_judge(judge_spec)
     assert judge.locality == "external"
@@ -77,8 +77,8 @@ def test_api_judge_reply_and_logprobs_over_http(server, judge_spec):
 
 def test_offline_mode_refuses_the_remote_judge_before_any_request(server, judge_spec, monkeypatch):
     from metric_ops.base import Sample
-    from metric_ops.judged import GEval
-    import resources.judges  # noqa: F401
+    from metric_ops.judged.geval_jury import GEval
+    import resources.scoring.judges  # noqa: F401
 
     monkeypatch.setenv("FACETLAKE_OFFLINE", "1")
     before = len(server.requests)
@@ -165,9 +165,9 @@ def test_halueval_meta_eval_path(server, judge_spec):
 
 def test_local_hf_judge_through_the_backend_is_local_and_errors_keep_raw_text():
     from metric_ops.base import Sample
-    from metric_ops.judged import ContextRelevance
+    from metric_ops.judged.geval_jury import ContextRelevance
     from tests.support.tiny_lm import build_tiny_lm
-    import resources.judges  # noqa: F401
+    import resources.scoring.judges  # noqa: F401
 
     metric = ContextRelevance(judge=f"hf:{build_tiny_lm()}", max_tokens=8, max_attempts=1, concurrency=1)
     assert metric.locality == "local"

@@ -13,7 +13,7 @@ import unicodedata
 import pytest
 
 from metric_ops.base import Sample
-from metric_ops.judged import (
+from metric_ops.judged.geval_jury import (
     AnswerRelevance,
     ContextRelevance,
     Faithfulness,
@@ -24,7 +24,7 @@ from metric_ops.judged import (
     rwg_agreement,
     split_tie,
 )
-from metric_ops.judging import (
+from metric_ops.judged.judging import (
     JudgeParseError,
     JudgeReply,
     MemoryJudgeCache,
@@ -35,8 +35,8 @@ from metric_ops.judging import (
     probability_weighted_score,
     use_cache,
 )
-from metric_ops.pairwise import judge_models, position_bias, round_robin_pairs, win_rates
-from metric_ops.runner import score_rows
+from metric_ops.judged.pairwise import judge_models, position_bias, round_robin_pairs, win_rates
+from metric_ops.scoring.rows import score_rows
 
 
 class ScriptedJudge:
@@ -398,7 +398,7 @@ def outputs_for(models):
 
 
 def _caller(judge):
-    from metric_ops.judging import JudgeCaller
+    from metric_ops.judged.judging import JudgeCaller
 
     return JudgeCaller(judge, {"temperature": 0.0}, "pairwise", 1, None)
 
@@ -518,7 +518,7 @@ def test_conflicting_verdicts_are_an_error_never_the_first_number(text):
 
 
 def test_normalise_reply_maps_every_clean_character_to_its_raw_position():
-    from metric_ops.judging import normalise_reply
+    from metric_ops.judged.judging import normalise_reply
 
     raw = "a\u200bＢ\ufb01c"  # zero-width space, fullwidth B, the ligature fi
     clean, where = normalise_reply(raw)
@@ -535,8 +535,8 @@ def test_geval_reads_the_verdict_behind_a_zero_width_space():
 
 
 def test_json_verdicts_are_read_after_cleaning_too():
-    from metric_ops.judging import JudgeReply as Reply
-    from metric_ops.pairwise import parse_pairwise
+    from metric_ops.judged.judging import JudgeReply as Reply
+    from metric_ops.judged.pairwise import parse_pairwise
 
     obj, offset = extract_json('Verdict\u200b: {"verdict": "supported\u200b", "claim": "１"}')
     assert obj == {"verdict": "supported", "claim": "1"} and offset == 10  # offset into the raw reply

@@ -7,7 +7,7 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from resources.lake import LakeError, LakeStore, predicate_for
+from resources.lake.tables import LakeError, LakeStore, predicate_for
 from resources.sql import SQLRefusedError, query
 
 FP_A = "a" * 64

@@ -10,8 +10,8 @@ import sys
 import polars as pl
 import pytest
 
-from resources.lake import LakeError, LakeStore, to_arrow
-from resources.lake_commit import LakeConflictError, with_retries
+from resources.lake.tables import LakeError, LakeStore, to_arrow
+from resources.lake.commit import LakeConflictError, with_retries
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 
@@ -44,8 +44,8 @@ def test_appends_are_idempotent_by_key_with_null_keys(tmp_path):
 
 
 def test_every_table_has_a_key_of_its_own_columns():
-    from resources.lake import SCHEMAS
-    from resources.lake_commit import KEYS
+    from resources.lake.tables import SCHEMAS
+    from resources.lake.commit import KEYS
 
     assert set(SCHEMAS) == set(KEYS)
     for table, keys in KEYS.items():
@@ -121,7 +121,7 @@ def test_cli_prints_a_conflict_in_one_line(lake_copy, monkeypatch, capsys):
     def conflicted(*args, **kwargs):
         raise LakeConflictError("partition replace on table 'scores' still conflicted with concurrent writers after 12 attempts")
 
-    monkeypatch.setattr("pipelines.runner.rescore", conflicted)
+    monkeypatch.setattr("pipelines.runs.runner.rescore", conflicted)
     monkeypatch.setattr(sys, "argv", ["facetlake", "score", "--metric", "bleu", "--lake", lake_copy[0].root, "--force"])
     monkeypatch.delenv("FACETLAKE_DEBUG", raising=False)
     with pytest.raises(SystemExit) as info:
@@ -134,7 +134,7 @@ def test_cli_prints_a_conflict_in_one_line(lake_copy, monkeypatch, capsys):
 
 # ------------------------------------------------------------------ orphan scores (item 7)
 def test_scores_without_a_runs_record_are_redone_not_skipped(lake_copy, instance):
-    from pipelines.runner import committed_scores, rescore, summary_table
+    from pipelines.runs.runner import committed_scores, rescore, summary_table
 
     lake, resolved = lake_copy
     fp = resolved.fingerprint

@@ -22,7 +22,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from resources.lake import SCHEMAS, rows_to_arrow
+from resources.lake.tables import SCHEMAS, rows_to_arrow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,9 +121,9 @@ def test_a_small_run_loads_neither_pandas_nor_pyarrow_dataset(tmp_path):
         "import sys, os\n"
         "sys.path.insert(0, os.getcwd())\n"
         "from tests.conftest import small_spec\n"
-        "from pipelines.runner import get_instance, run_evaluation\n"
-        "from resources.lake import LakeStore\n"
-        "from pipelines.cli_run import print_verdicts\n"
+        "from pipelines.runs.runner import get_instance, run_evaluation\n"
+        "from resources.lake.tables import LakeStore\n"
+        "from pipelines.cli.run import print_verdicts\n"
         f"lake = LakeStore(root={str(tmp_path / 'lake')!r})\n"
         "resolved = run_evaluation(small_spec(name='imports', limit=20), lake, get_instance(capture_logs=False))\n"
         "print_verdicts(lake, resolved.fingerprint)\n"
@@ -143,7 +143,7 @@ def test_reads_follow_every_commit_and_a_table_made_again(tmp_path):
 
     from deltalake import DeltaTable
 
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     from tests.test_lake import score_row
 
@@ -167,8 +167,8 @@ def test_reads_follow_every_commit_and_a_table_made_again(tmp_path):
 def test_a_lake_in_a_folder_with_a_space_accent_and_hash(tmp_path, instance):
     """deltalake percent-encodes the table folder in its file URIs ("my%20lake"); the lake's
     readers must find the files on disk (a run and `facetlake sql` failed on such a lake)."""
-    from pipelines.runner import run_evaluation
-    from resources.lake import LakeStore, local_table_files
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.tables import LakeStore, local_table_files
     from resources.sql import query
     from tests.conftest import small_spec
 
@@ -188,7 +188,7 @@ def test_string_list_columns_equal_the_python_list_path():
     elements and non-ASCII text included; a non-string element is a TypeError."""
     import polars as pl
 
-    from resources.lake_types import string_list_column
+    from resources.lake.types import string_list_column
 
     seqs = [("a", "b"), (), ("",), (None, "x"), ("é ü 日本",), ("one",) * 40] * 500
     ours = string_list_column("references", seqs)

@@ -217,8 +217,8 @@ def test_metric_ops_imports_no_dagster_or_delta():
 def test_importing_metric_ops_imports_no_metric_family():
     """The registry lists built-ins by name: importing the package loads no metric family."""
     code = ("import sys, metric_ops; from metric_ops.registry import REGISTRY; names = REGISTRY.names(); "
-            "loaded = sorted(m for m in sys.modules if m in {'metric_ops.toolcalls', 'metric_ops.judged', "
-            "'metric_ops.bertscore', 'metric_ops.rouge', 'metric_ops.agents', 'metric_ops.rag_checks'}); "
+            "loaded = sorted(m for m in sys.modules if m in {'metric_ops.toolcalls', 'metric_ops.judged.geval_jury', "
+            "'metric_ops.neural.bertscore', 'metric_ops.lexical.rouge', 'metric_ops.agents.oracles', 'metric_ops.rag.checks'}); "
             "print(len(names), loaded)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split(None, 1)
     assert int(out[0]) >= 40 and out[1].strip() == "[]"

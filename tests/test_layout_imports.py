@@ -25,7 +25,7 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
 
 def import_graph() -> dict[str, set[str]]:
     """module -> the project modules it imports (``from resources import outbound`` counts as
-    resources.outbound; a package's ``__init__`` is the package name)."""
+    resources.privacy.outbound; a package's ``__init__`` is the package name)."""
     modules = {}
     for package in PACKAGES:
         for p in (ROOT / package).glob("*.py"):
@@ -45,11 +45,11 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_anonymiser_imports_no_transport():
     graph = import_graph()
-    family = sorted(m for m in graph if m.startswith("resources.anonymise"))
+    family = sorted(m for m in graph if m.startswith("resources.privacy.anonymise"))
     assert len(family) >= 6  # one module per recogniser family, the shared types and the anonymiser
     for module in family:
-        assert "resources.outbound" not in reachable(graph, module), f"{module} reaches resources.outbound"
-        assert "resources.privacy" not in reachable(graph, module), f"{module} reaches resources.privacy"
+        assert "resources.privacy.outbound" not in reachable(graph, module), f"{module} reaches resources.privacy.outbound"
+        assert "resources.privacy.policy" not in reachable(graph, module), f"{module} reaches resources.privacy.policy"
 
 
 def test_anonymise_modules_stay_small():
@@ -60,14 +60,14 @@ def test_anonymise_modules_stay_small():
 def test_reachable_follows_lazy_imports():
     graph = import_graph()
     # privacy imports outbound inside a function: still an edge of the graph
-    assert "resources.outbound" in graph["resources.privacy"]
+    assert "resources.privacy.outbound" in graph["resources.privacy.policy"]
     assert reachable({"a": {"b"}, "b": {"c"}, "c": set()}, "a") == {"b", "c"}
 
 
 def test_backends_are_listed_by_name_not_registered_by_import():
     graph = import_graph()
-    builtins = {"resources.backend_hf", "resources.backend_api", "resources.backend_vllm", "resources.heuristics",
-                "resources.lm_eval_bridge"}
+    builtins = {"resources.backends.hf", "resources.backends.api", "resources.backends.vllm", "resources.backends.heuristic",
+                "resources.lm_eval.bridge"}
     assert not builtins & reachable(graph, "resources.backends")  # no bottom-of-file imports, so no cycle
     for module in builtins:
         assert "BACKENDS[" not in (ROOT / "resources" / f"{module.split('.')[1]}.py").read_text(), module
@@ -78,9 +78,9 @@ def test_backend_registry_imports_a_backend_on_first_use():
     import sys
 
     code = ("import sys\nfrom resources.backends import BACKENDS\n"
-            "assert 'heuristic' in BACKENDS and 'resources.heuristics' not in sys.modules\n"
+            "assert 'heuristic' in BACKENDS and 'resources.backends.heuristic' not in sys.modules\n"
             "cls = BACKENDS['heuristic']\n"
-            "assert cls.__name__ == 'HeuristicBackend' and 'resources.heuristics' in sys.modules\n"
+            "assert cls.__name__ == 'HeuristicBackend' and 'resources.backends.heuristic' in sys.modules\n"
             "assert sorted(BACKENDS) == ['api', 'heuristic', 'hf', 'lm_eval', 'precomputed', 'vllm']\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

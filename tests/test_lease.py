@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from resources.lake import LakeStore, to_arrow
-from resources.lease import LEASES, Lease
+from resources.lake.tables import LakeStore, to_arrow
+from resources.lake.lease import LEASES, Lease
 
 FP = "a" * 64
 
@@ -26,8 +26,8 @@ def _race_worker(root: str, options: dict, barrier, results) -> None:
 
 
 def _race(root: str, options: dict, n: int = 3) -> int:
-    from resources.lake import SCHEMAS
-    from resources.lake_commit import ensure_table
+    from resources.lake.tables import SCHEMAS
+    from resources.lake.commit import ensure_table
 
     lake = LakeStore(root=root, storage_options=options)
     ensure_table(lake.uri(LEASES), SCHEMAS[LEASES], None, lake._options())
@@ -82,8 +82,8 @@ def test_racing_takers_exactly_one_wins_on_s3(s3):
 def _put(lake: LakeStore, holder: str, pid: int, host: str, expires_in_s: float) -> None:
     from deltalake import write_deltalake
 
-    from resources.lake import SCHEMAS
-    from resources.lake_commit import ensure_table
+    from resources.lake.tables import SCHEMAS
+    from resources.lake.commit import ensure_table
 
     ensure_table(lake.uri(LEASES), SCHEMAS[LEASES], None, lake._options())
     now = dt.datetime.now(dt.timezone.utc)
@@ -99,7 +99,7 @@ def test_live_holder_blocks_dead_or_expired_holder_is_taken_over(tmp_path):
     _put(lake, "other", os.getpid(), socket.gethostname(), 60)
     lease = Lease(lake, FP, "m")
     assert not lease.try_acquire()
-    from resources.lease import LeaseTimeout
+    from resources.lake.lease import LeaseTimeout
 
     with pytest.raises(LeaseTimeout, match="held by another live writer"):
         lease.acquire(wait_s=0.3, poll_s=0.1)

@@ -17,7 +17,7 @@ import yaml
 
 from resources.backends import BackendError, GenerationRequest, ModelBackends
 from resources.datasets import make_dataset
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 from support.openai_server import TinyOpenAIServer
 from support.tiny_lm import build_tiny_lm
 
@@ -145,7 +145,7 @@ def test_api_remote_host_without_key_fails_before_any_request(monkeypatch):
 
 
 def test_multiple_choice_loglikelihood_same_over_hf_and_http(tiny_lm, server, keyed):
-    from resources.adapters import make_adapter
+    from resources.prompting.adapters import make_adapter
 
     samples = [s for s in sfres(3)]
     samples = [type(s)(s.sample_id, s.input, s.references, metadata={"choices": [s.references[0], "no idea", "inform"]}) for s in samples]
@@ -242,8 +242,8 @@ def _rows(lake: LakeStore) -> int:
 def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_path, keyed, instance):
     """Kill a CLI run mid-generation; re-running calls the model only for unfinished samples;
     changing an annotator (new fingerprint) re-annotates and rescores with no model call."""
-    from pipelines.runner import materialize_model, materialize_samples, register
-    from resources.evaluation import EvaluationSpec
+    from pipelines.runs.runner import materialize_model, materialize_samples, register
+    from resources.catalog.spec import EvaluationSpec
 
     n = 10
     runtime = {"api_key_env": KEY_ENV, "concurrency": 1, "write_batch_size": 2, "max_retries": 0}
@@ -316,7 +316,7 @@ def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_pat
 # ----------------------------------------------------------------------------- vLLM
 @pytest.mark.vllm
 def test_vllm_backend_generates_with_logprobs(tiny_lm):
-    from resources.backend_vllm import vllm_available
+    from resources.backends.vllm import vllm_available
 
     if not vllm_available():
         pytest.skip("vLLM is not installed (optional extra `facetlake[vllm]`, needs a GPU); no GPU machine on this task")
@@ -335,7 +335,7 @@ def test_vllm_backend_generates_with_logprobs(tiny_lm):
 
 
 def test_vllm_missing_gives_the_install_line(tiny_lm):
-    from resources.backend_vllm import vllm_available
+    from resources.backends.vllm import vllm_available
 
     if vllm_available():
         pytest.skip("vLLM is installed here")
@@ -346,7 +346,7 @@ def test_vllm_missing_gives_the_install_line(tiny_lm):
 
 
 def test_model_annotator_extracts_with_another_model(tiny_lm):
-    from resources.annotators import make_annotators, run_annotators
+    from resources.prompting.annotators import make_annotators, run_annotators
 
     config = {"name": "extracted", "kind": "model", "model": f"hf:{tiny_lm}", "prompt": "Answer in {output}:", "max_tokens": 4}
     samples = sfres(2)

@@ -29,12 +29,12 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 
 pytest.importorskip("lm_eval")
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS_DIR = ROOT / "resources" / "lm_eval_tasks"
+TASKS_DIR = ROOT / "resources" / "lm_eval" / "tasks"
 QA, MC = "facetlake_selfaware_qa", "facetlake_bfcl_function_choice"
 TOL = 1e-12
 runner = CliRunner()
@@ -160,7 +160,7 @@ def test_shipped_tasks_run_end_to_end_into_the_lake(cli_lake):
         filters = sorted({r["filter"] for r in records})
         inputs = json.loads(row["fingerprint_inputs"])
         assert inputs["adapter"]["task"] == task and inputs["adapter"]["fewshot"]["num_fewshot"] == 1
-        from resources.lm_eval_bridge import config_hash
+        from resources.lm_eval.bridge import config_hash
 
         assert inputs["adapter"]["task_config_sha256"] == config_hash(results["configs"][task])
         # samples: one per doc, the rendered prompt (with its 1-shot example) as input
@@ -287,7 +287,7 @@ def test_import_folder_written_by_another_lm_eval_version(cli_lake, tmp_path):
     own command line (its README says how). Per-sample values and aggregates match its files,
     the signatures name 0.4.11, and it joins the evaluations of facetlake's own 0.4.13 run
     (same task configs, few-shot settings and docs: same fingerprints). The fixture's task
-    configs hold the source of resources/lm_eval_tasks/utils.py's loaders: change a loader
+    configs hold the source of resources/lm_eval/tasks/utils.py's loaders: change a loader
     and regenerate the fixture."""
     folder = ROOT / "tests" / "data" / "lm_eval_0_4_11"
     source_lake, _ = cli_lake
@@ -366,7 +366,7 @@ def test_api_model_through_lm_eval_is_ledgered(mode, server, tmp_path, monkeypat
     assert set(ledger["purpose"]) == {"lm_eval:generate_until"} and set(ledger["api_model"]) == {"tiny"}
     assert set(ledger["host"]) == {"127.0.0.1"} and not ledger["anonymised"].any()
     assert set(ledger["status"]) == {"completed"} and ledger["completed_at"].null_count() == 0  # no intent left open
-    from resources.outbound import text_sha256
+    from resources.privacy.outbound import text_sha256
 
     sent = [json.dumps(body["messages"], ensure_ascii=False, sort_keys=True) if mode == "chat" else body["prompt"]
             for body in server.received]
@@ -422,7 +422,7 @@ def test_reader_accepts_older_sample_layouts(lm_eval_cli_folder, tmp_path):
     """lm-eval versions differ in how a samples line is laid out: arguments as nested lists
     (the in-memory form) instead of gen_args_i/arg_j, raw numbers instead of strings in resps,
     no ``metrics`` list, no lm_eval_version in the results. The reader maps them the same."""
-    from resources.lm_eval_bridge import find_task_runs
+    from resources.lm_eval.bridge import find_task_runs
 
     src = next(lm_eval_cli_folder.rglob("results_*.json")).parent
     dst = tmp_path / "old" / src.name
@@ -449,9 +449,9 @@ def test_reader_accepts_older_sample_layouts(lm_eval_cli_folder, tmp_path):
 
 
 def test_clear_errors(tmp_path, tiny, lm_eval_cli_folder):
-    from resources.evaluation import EvaluationSpec, SpecError
-    from resources.lm_eval_bridge import LmEvalError, find_task_runs
-    from resources.lm_eval_models import lm_eval_model
+    from resources.catalog.spec import EvaluationSpec, SpecError
+    from resources.lm_eval.bridge import LmEvalError, find_task_runs
+    from resources.lm_eval.models import lm_eval_model
 
     empty = tmp_path / "empty"
     empty.mkdir()

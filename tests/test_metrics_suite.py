@@ -14,9 +14,9 @@ import pytest
 
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import REGISTRY, Sample, get_metric
-from metric_ops.bleu import corpus_bleu, reference_streams
-from benchmarks.crossval.crossval_rouge import ROUGE_WORKED_EXAMPLES
-from metric_ops.rouge import rouge_s_prf, skip_bigrams, wlcs
+from metric_ops.lexical.bleu import corpus_bleu, reference_streams
+from pipelines.crossval.rouge import ROUGE_WORKED_EXAMPLES
+from metric_ops.lexical.rouge import rouge_s_prf, skip_bigrams, wlcs
 
 TOL = 1e-9
 
@@ -82,7 +82,7 @@ def test_corpus_bleu_variable_reference_counts_match_sacrebleu_none_padding():
                                             ("the cat", "", "unscored"), ("the cat", "  \n ", "unscored")])
 def test_empty_output_scores_zero_and_empty_reference_is_unscored(name, hyp, ref, status):
     # an empty output is measured (it matches nothing); an empty reference is no reference (issue 15 kind 2)
-    from metric_ops.runner import score_rows
+    from metric_ops.scoring.rows import score_rows
 
     row = score_rows(get_metric(name), [_s(ref)], [hyp])[0]
     assert row["status"] == status
@@ -187,7 +187,7 @@ def test_squad_v2_rules(pred, golds, em, qem):
 def test_meteor_matches_nltk_with_wordnet_synonyms():
     from nltk.translate.meteor_score import meteor_score
 
-    from metric_ops.meteor import load_wordnet, meteor_tokens
+    from metric_ops.lexical.meteor import load_wordnet, meteor_tokens
 
     wordnet = load_wordnet()  # NLTK's own reader, found through NLTK_DATA or ./.nltk_data
 
@@ -202,7 +202,7 @@ def test_meteor_without_wordnet_says_how_to_install(tmp_path):
     code = textwrap.dedent(
         f"""
         import nltk, pathlib
-        import metric_ops.meteor as m
+        import metric_ops.lexical.meteor as m
         m.DEFAULT_NLTK_DATA = pathlib.Path({str(tmp_path)!r})
         nltk.data.path[:] = [{str(tmp_path)!r}]
         try:
@@ -221,7 +221,7 @@ def test_meteor_without_wordnet_says_how_to_install(tmp_path):
 
 @pytest.mark.slow
 def test_bertscore_idf_refused_with_a_single_reference():
-    from metric_ops.bertscore import IdfUndefinedError
+    from metric_ops.neural.bertscore import IdfUndefinedError
 
     with pytest.raises(IdfUndefinedError, match="at least 2 reference"):
         get_metric("bertscore", idf=True).score_batch([_s("the cat sat")], ["a cat sat"])
@@ -252,7 +252,7 @@ def test_bertscore_layer_is_configurable_and_changes_the_number():
 
 
 def test_padded_references_follow_bert_scores_chunks():
-    from metric_ops.bertscore import padded_references
+    from metric_ops.neural.bertscore import padded_references
 
     assert padded_references([5]) == [False]
     assert padded_references([4, 6, 6, 3]) == [True, False, False, True]
@@ -262,7 +262,7 @@ def test_padded_references_follow_bert_scores_chunks():
 
 
 def test_f1_condition_is_the_error_magnification_of_the_harmonic_mean():
-    from metric_ops.bertscore import f1_condition
+    from metric_ops.neural.bertscore import f1_condition
 
     assert f1_condition(0.5, 0.5) == pytest.approx(1.0)
     assert f1_condition(1.0, 0.0) == pytest.approx(2.0)
@@ -275,7 +275,7 @@ def test_f1_condition_is_the_error_magnification_of_the_harmonic_mean():
 
 
 # Real SelfAware pairs (data/selfaware, answerable questions; stand-in answers as in
-# benchmarks.crossval.run.selfaware_prediction: another question's gold answer).
+# pipelines.crossval.run.selfaware_prediction: another question's gold answer).
 TRINDER = ("tommy trinder", ("teacher salaries", "average teacher salaries"))
 PREY = (
     "detection of prey",
@@ -291,8 +291,8 @@ def test_bertscore_reproduces_bert_scores_multi_reference_padding():
     called on the sample; False equals the textbook definition (bert-score on each
     (candidate, reference) pair alone, where nothing is padded, max over references).
     Tolerance 1e-6 (float32 embeddings computed in different batches)."""
-    from benchmarks.crossval.crossval import Case, bert_score_reference
-    from metric_ops.embeddings import get_encoder
+    from pipelines.crossval.harness import Case, bert_score_reference
+    from metric_ops.neural.embeddings import get_encoder
 
     pred, refs = TRINDER
     enc = get_encoder(None)
@@ -316,8 +316,8 @@ def test_bertscore_reproduces_bert_scores_multi_reference_padding():
 @pytest.mark.slow
 def test_bertscore_flags_an_ill_conditioned_f1():
     # P and R of the best-F reference have opposite signs: F (0.213) exceeds both P and R
-    from benchmarks.crossval.crossval import Case, bert_score_reference
-    from metric_ops.embeddings import get_encoder
+    from pipelines.crossval.harness import Case, bert_score_reference
+    from metric_ops.neural.embeddings import get_encoder
 
     pred, refs = PREY
     enc = get_encoder(None)
@@ -343,8 +343,8 @@ def test_bertscore_without_references_is_unscored_not_minus_infinity():
 def test_bertscore_idf_undefined_precision_is_an_error_and_recall_stays():
     # "the" occurs in every reference document: its idf is ln(5/5) = 0, so the candidate's
     # weights sum to 0 and precision is undefined (bert-score: NaN); recall is defined.
-    from benchmarks.crossval.crossval import Case, bert_score_reference
-    from metric_ops.embeddings import get_encoder
+    from pipelines.crossval.harness import Case, bert_score_reference
+    from metric_ops.neural.embeddings import get_encoder
 
     cases = [Case("the", ("the cat", "the dog"), "edge", real=False), Case("a bird", ("the bird", "the fish"), "edge", real=False)]
     enc = get_encoder(None)

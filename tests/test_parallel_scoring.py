@@ -1,4 +1,4 @@
-"""Scoring spread over worker processes (metric_ops/parallel.py, issue 14) gives exactly the
+"""Scoring spread over worker processes (metric_ops/scoring/parallel.py, issue 14) gives exactly the
 in-process values, statuses and details, on real SF-RES pairs with blank references,
 missing outputs and failing samples mixed in; work that does not pay stays in process; a
 worker that dies or cannot build the metric loses nothing (its chunks are scored in
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from metric_ops import Direction, Metric, Sample, Score, get_metric
-from metric_ops import parallel
-from metric_ops.runner import score_frame
+from metric_ops.scoring import parallel
+from metric_ops.scoring.rows import score_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("parallel_scoring")  # one pool of worker processes per module, not per test
@@ -141,7 +141,7 @@ def test_a_dead_worker_loses_no_sample_and_scores_none_twice(caplog):
             os.kill(victims[0], signal.SIGKILL)
             killed.append(victims[0])
 
-    with caplog.at_level(logging.WARNING, logger="metric_ops.parallel"):
+    with caplog.at_level(logging.WARNING, logger="metric_ops.scoring.parallel"):
         spread = score_frame(metric, samples, outputs, workers=2, progress=progress)
     assert killed
     assert spread.equals(expected)
@@ -168,7 +168,7 @@ def _unguarded_script_head() -> str:
         sys.path.insert(0, {str(ROOT)!r})
         print("script ran", flush=True)
         from metric_ops import Sample, get_metric, parallel
-        from metric_ops.runner import score_frame
+        from metric_ops.scoring.rows import score_frame
         samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
         outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
     """)
@@ -198,10 +198,10 @@ def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance
     process (FACETLAKE_SCORE_WORKERS=1) row for row."""
     import polars as pl
 
-    from metric_ops.lexical import SentenceBLEU
-    from metric_ops.rouge import _RougeBase
-    from pipelines.runner import run_evaluation
-    from resources.lake import LakeStore
+    from metric_ops.lexical.squad import SentenceBLEU
+    from metric_ops.lexical.rouge import _RougeBase
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.tables import LakeStore
     from tests.conftest import small_spec
 
     monkeypatch.setattr(SentenceBLEU, "parallel_min_samples", 500)
@@ -234,7 +234,7 @@ def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance
 def test_concurrent_pair_runs_share_the_cores(monkeypatch):
     """`facetlake run --workers N` runs N pair runs at once: each gets cores / N scoring
     workers (at least 1) unless the user set FACETLAKE_SCORE_WORKERS."""
-    from pipelines.runner import share_cores
+    from pipelines.runs.runner import share_cores
 
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 8)
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
@@ -316,7 +316,7 @@ def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_pat
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from metric_ops import Sample, get_metric, parallel
-        from metric_ops.runner import score_frame
+        from metric_ops.scoring.rows import score_frame
         samples = [Sample(str(i), "q", ("the cat sat on the mat number %d " % i * 30,)) for i in range(40000)]
         outputs = ["a cat sat on a mat number %d " % (i % 7) * 30 for i in range(40000)]
         pool = parallel._pool(2)
@@ -377,7 +377,7 @@ def test_plugin_metrics_are_built_in_workers_and_script_metrics_stay_in_process(
     workers (they import its module); one defined in the calling script is not offered to
     them (no worker could build it). Both give the in-process values, with no warning."""
     (tmp_path / "my_plugin.py").write_text(textwrap.dedent("""
-        from metric_ops.lexical import SentenceBLEU
+        from metric_ops.lexical.squad import SentenceBLEU
 
         class PluginBLEU(SentenceBLEU):
             name = "plugin_bleu"
@@ -388,8 +388,8 @@ def test_plugin_metrics_are_built_in_workers_and_script_metrics_stay_in_process(
         sys.path[:0] = [{str(ROOT)!r}, {str(tmp_path)!r}]
         import my_plugin
         from metric_ops import Sample, get_metric, parallel
-        from metric_ops.lexical import SentenceBLEU
-        from metric_ops.runner import score_frame
+        from metric_ops.lexical.squad import SentenceBLEU
+        from metric_ops.scoring.rows import score_frame
 
         class ScriptBLEU(SentenceBLEU):
             name = "script_bleu"

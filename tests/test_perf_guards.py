@@ -21,14 +21,14 @@ import polars as pl
 import pytest
 
 from metric_ops import Sample, get_metric
-from metric_ops.runner import score_frame, score_rows
+from metric_ops.scoring.rows import score_frame, score_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- score_suite workers
 def test_workers_start_only_when_the_work_pays_for_them(monkeypatch):
-    from metric_ops import suite
+    from metric_ops.scoring import suite
 
     monkeypatch.setattr(suite.os, "cpu_count", lambda: 8)
     # the issue's small run: 1,181 pairs x 5 lexical metrics stays in process
@@ -48,7 +48,7 @@ def test_workers_start_only_when_the_work_pays_for_them(monkeypatch):
 def _worker_modules(specs: list[tuple[str, str, dict]]) -> list[str]:
     code = (
         "import sys\n"
-        "from metric_ops.suite import _init_worker, _score_chunk\n"
+        "from metric_ops.scoring.suite import _init_worker, _score_chunk\n"
         "from metric_ops import Sample\n"
         f"_init_worker({specs!r})\n"
         "start, out = _score_chunk((0, [Sample('1', 'q', ('the cat sat',))], ['the cat']))\n"
@@ -75,7 +75,7 @@ def test_score_suite_with_workers_equals_in_process():
             ("one two three", "three two one"), ("x", "y")] * 30
     samples = [Sample(str(i), "q", (ref,)) for i, (ref, _) in enumerate(data)]
     outputs = [hyp for _, hyp in data]
-    from metric_ops.suite import score_suite
+    from metric_ops.scoring.suite import score_suite
 
     metrics = {"bleu": ("bleu", {}), "rouge_l": ("rouge_l", {})}
     alone = score_suite(metrics, samples, outputs, workers=1, chunk_size=25, progress=False)
@@ -111,7 +111,7 @@ def fake_cuda(monkeypatch):
 
 
 def test_device_selection(fake_cuda, monkeypatch):
-    from metric_ops.devices import DeviceError, resolve_device, resolve_dtype
+    from metric_ops.neural.devices import DeviceError, resolve_device, resolve_dtype
 
     fake_cuda.n = 0
     assert resolve_device("auto") == "cpu"
@@ -138,8 +138,8 @@ def test_device_selection(fake_cuda, monkeypatch):
 def test_neural_metrics_use_the_selected_device_and_record_fp16(fake_cuda, monkeypatch):
     """Loading goes to the device resolve_device picks; fp16 is in the signature and an
     fp32 signature is what it was before (reuse of stored rows keeps working)."""
-    from metric_ops import embeddings
-    from metric_ops.embeddings import dtype_tag
+    from metric_ops.neural import embeddings
+    from metric_ops.neural.embeddings import dtype_tag
 
     loads = []
 
@@ -161,7 +161,7 @@ def test_neural_metrics_use_the_selected_device_and_record_fp16(fake_cuda, monke
         assert "dtype" not in fp32.signature() and dtype_tag(fp32.encoder) == ""
         fake_cuda.n = 0
         assert get_metric("bertscore").encoder.device == "cpu"
-        from metric_ops.devices import DeviceError
+        from metric_ops.neural.devices import DeviceError
 
         with pytest.raises(DeviceError):
             get_metric("semantic_similarity", fp16=True)
@@ -175,7 +175,7 @@ def test_a_samples_neural_value_does_not_depend_on_its_batch(name):
     """Length-sorted batches with padding: each sample scored alone (no padding, batch of
     one) equals the same sample scored among others of very different lengths, in a
     shuffled order and another batch size, to 1e-6."""
-    from metric_ops.embeddings import get_encoder
+    from metric_ops.neural.embeddings import get_encoder
 
     words = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex".split()
     rng = random.Random(0)
@@ -206,8 +206,8 @@ def test_a_samples_neural_value_does_not_depend_on_its_batch(name):
 def test_commits_and_writes_per_run_do_not_grow_with_samples(tmp_path, instance, monkeypatch):
     """Two runs of the same evaluation shape, 10 and 60 samples: the same number of Delta
     commits per table and the same number of writes, every scores write one polars frame."""
-    from pipelines.runner import run_evaluation
-    from resources.lake import LakeStore
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.tables import LakeStore
     from tests.conftest import small_spec
 
     writes: list[tuple[str, str]] = []
@@ -289,10 +289,10 @@ def test_a_run_parses_each_precomputed_file_once_and_a_changed_file_again(tmp_pa
     is read again (its new content is what the run stores)."""
     import json
 
-    from pipelines.cli_audit import spec_for_run
-    from pipelines.runner import run_evaluation
+    from pipelines.cli.audit import spec_for_run
+    from pipelines.runs.runner import run_evaluation
     from resources.backends import PrecomputedBackend
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())[:12]
     dataset = tmp_path / "data.jsonl"
@@ -326,10 +326,10 @@ def test_a_run_loads_its_dataset_once_and_a_changed_dataset_is_still_refused(tmp
 
     import dagster as dg
 
-    from pipelines.runner import materialize_samples, register, run_evaluation
+    from pipelines.runs.runner import materialize_samples, register, run_evaluation
     from resources.datasets import Dataset
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import LakeStore
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import LakeStore
 
     data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())[:15]
     path = tmp_path / "data.jsonl"

@@ -1,6 +1,6 @@
 """The deploy profile's Dagster storage on a real, empty PostgreSQL database: processes that
 open the instance together never fail on each other's half-made schema
-(pipelines/pg_storage.py; CI failed with 'relation "instance_info" already exists' when
+(pipelines/runs/pg_storage.py; CI failed with 'relation "instance_info" already exists' when
 `facetlake run --submit`, the daemon and two Celery workers started together).
 
 The race is made certain rather than left to timing: this test holds the schema lock, so
@@ -53,7 +53,7 @@ def _tables(conn) -> set[str]:
 
 
 def _waiting_on_schema_lock(conn) -> int:
-    from pipelines.pg_storage import SCHEMA_LOCK_KEY
+    from pipelines.runs.pg_storage import SCHEMA_LOCK_KEY
 
     key = SCHEMA_LOCK_KEY & 0xFFFFFFFFFFFFFFFF
     with conn.cursor() as cur:
@@ -66,7 +66,7 @@ def _waiting_on_schema_lock(conn) -> int:
 
 
 def test_processes_opening_an_empty_database_together_all_succeed_and_build_one_schema(empty_database):
-    from pipelines.pg_storage import SCHEMA_LOCK_KEY
+    from pipelines.runs.pg_storage import SCHEMA_LOCK_KEY
 
     name, url, home = empty_database
     env = {**os.environ, "DAGSTER_HOME": str(home), "FACETLAKE_PG_URL": url}
@@ -104,7 +104,7 @@ def test_processes_opening_an_empty_database_together_all_succeed_and_build_one_
 def test_the_lock_is_taken_only_to_create_and_freed_on_error(empty_database):
     """`should_autocreate_tables: false` opens without waiting for a holder of the lock; a
     construction that raises releases the lock (the next one gets it at once)."""
-    from pipelines.pg_storage import SCHEMA_LOCK_KEY, SchemaLockedPostgresStorage, schema_lock
+    from pipelines.runs.pg_storage import SCHEMA_LOCK_KEY, SchemaLockedPostgresStorage, schema_lock
 
     name, url, _ = empty_database
     SchemaLockedPostgresStorage(url)  # the schema, made once (NullPool: no connection kept)

@@ -10,8 +10,8 @@ import warnings
 import openai
 import pytest
 
-from resources import outbound
-from resources.anonymise import (
+from resources.privacy import outbound
+from resources.privacy.anonymise import (
     AnonymisationError,
     Anonymiser,
     ModelNER,
@@ -20,9 +20,9 @@ from resources.anonymise import (
     iban_valid,
     luhn_valid,
 )
-from resources.keys import redact, register_secret
-from resources.lake import LakeStore
-from resources.privacy import LedgerWriter, outbound_session, resolve_policy
+from resources.privacy.keys import redact, register_secret
+from resources.lake.tables import LakeStore
+from resources.privacy.policy import LedgerWriter, outbound_session, resolve_policy
 from tests.support.recording_server import RecordingServer
 
 

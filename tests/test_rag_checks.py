@@ -1,4 +1,4 @@
-"""Known-answer tests for the deterministic RAG evidence checks (metric_ops.rag_checks)."""
+"""Known-answer tests for the deterministic RAG evidence checks (metric_ops.rag.checks)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from metric_ops.base import Sample
-from metric_ops.rag_checks import (
+from metric_ops.rag.checks import (
     AbstentionAccuracy,
     CitationChecks,
     EvidenceChecks,

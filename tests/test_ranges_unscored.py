@@ -18,7 +18,7 @@ import pytest
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import REGISTRY, Sample, get_metric
 from metric_ops.base import RANGE_RTOL, Direction, Metric, MetricDefinitionError, Score, check_range
-from metric_ops.runner import score_rows
+from metric_ops.scoring.rows import score_rows
 
 
 def _rows(name, refs, outputs, **params):
@@ -257,9 +257,9 @@ def test_missing_invalid_and_overflowing_logprobs_are_never_silent():
 
 
 def test_minus_infinity_travels_through_ingestion_delta_and_the_metric_inputs(tmp_path):
-    from resources.lake import LakeStore
-    from resources.logprobs import make_records, table_rows
-    from resources.metric_inputs import MetricInputs
+    from resources.lake.tables import LakeStore
+    from resources.backends.logprobs import make_records, table_rows
+    from resources.scoring.metric_inputs import MetricInputs
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     records = make_records([" Par", "is"], [-0.1, -math.inf], None, " Paris")
@@ -292,7 +292,7 @@ def test_docs_state_every_metrics_range_and_unscored_meaning():
 
 
 def test_score_suite_applies_the_range_like_the_runner():
-    from metric_ops.suite import score_suite
+    from metric_ops.scoring.suite import score_suite
 
     values = [0.3, 1.0 + 5e-8, 1.2, -1e-9]
 

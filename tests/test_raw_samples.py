@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from resources.evaluation import EvaluationSpec
-from resources.lake import LakeStore
+from resources.catalog.spec import EvaluationSpec
+from resources.lake.tables import LakeStore
 from resources.sql import query
 
 # pytest-xdist: one worker runs this module (the anonymised lake is module-scoped; README "Tests")
@@ -44,7 +44,7 @@ def _spec(tmp_path: Path, store_raw: bool | None) -> EvaluationSpec:
 
 @pytest.fixture(scope="module")
 def anonymised_lake(tmp_path_factory, instance):
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
 
     folder = tmp_path_factory.mktemp("rawtext")
     lake = LakeStore(root=str(folder / "lake"))
@@ -79,7 +79,7 @@ def test_samples_table_holds_anonymised_text_by_default(anonymised_lake, dagster
 
 
 def test_store_raw_keeps_raw_text_in_a_table_sql_hides_unless_asked(anonymised_lake, instance):
-    from pipelines.runner import materialize_samples, register
+    from pipelines.runs.runner import materialize_samples, register
 
     lake, resolved, folder = anonymised_lake
     spec = _spec(folder, store_raw=True)
@@ -103,7 +103,7 @@ def test_store_raw_keeps_raw_text_in_a_table_sql_hides_unless_asked(anonymised_l
 
 
 def test_evidence_with_anonymised_samples_verifies(anonymised_lake, tmp_path):
-    from resources.evidence import export_evidence, verify_evidence
+    from resources.evidence.export import export_evidence, verify_evidence
 
     lake, resolved, _ = anonymised_lake
     manifest = export_evidence(lake, resolved.fingerprint, tmp_path / "ev", include_samples=True)
@@ -114,7 +114,7 @@ def test_evidence_with_anonymised_samples_verifies(anonymised_lake, tmp_path):
 
 
 def test_privacy_block_checks_store_raw(tmp_path):
-    from resources.evaluation import SpecError
+    from resources.catalog.spec import SpecError
 
     with pytest.raises(SpecError, match="store_raw: must be true or false"):
         EvaluationSpec.from_mapping({"name": "x", "dataset": {"kind": "sfres"}, "models": {"m": "precomputed:column=x"},

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.runner import register, rescore, run_evaluation
+from pipelines.runs.runner import register, rescore, run_evaluation
 from resources.catalog import (
     CatalogCollisionError,
     CatalogError,
@@ -26,8 +26,8 @@ from resources.catalog import (
     model_spec,
     register_model,
 )
-from resources.evaluation import EvaluationSpec, SpecError
-from resources.lake import LakeStore
+from resources.catalog.spec import EvaluationSpec, SpecError
+from resources.lake.tables import LakeStore
 
 N = 20
 
@@ -108,7 +108,7 @@ def test_model_source_belongs_to_its_evaluation_never_to_the_bare_name(lake, fre
     assert mean(lake, "eval-a", "bot-v2") == pytest.approx(0.85)
 
     # the evidence export shows the source that produced A's outputs, and its identity
-    from resources.evidence import export_evidence
+    from resources.evidence.export import export_evidence
 
     export_evidence(lake, "eval-a", tmp_path / "evidence", "json", False)
     models = json.loads((tmp_path / "evidence" / "models.json").read_text())
@@ -178,7 +178,7 @@ def test_dagster_knows_exactly_the_registered_pairs(lake, fresh_instance, tmp_pa
     assert len(evaluation_partitions.get_partition_keys(dynamic_partitions_store=fresh_instance)) == 2
 
     # a phantom pair (another evaluation's model) cannot be materialised
-    from pipelines.runner import _materialize
+    from pipelines.runs.runner import _materialize
 
     fp_b = evaluation_row(lake, "three-models")["fingerprint"]
     phantom = f"three-models@{fp_b[:12]}:m0"
@@ -233,7 +233,7 @@ def test_rerun_keeps_rescored_metrics_and_reuses_unchanged_models(lake, fresh_in
 
 # ----------------------------------------------------------------------------- 7. lineage per signature
 def test_lineage_traces_each_verdict_to_the_run_that_computed_its_metric(lake, fresh_instance, tmp_path):
-    from pipelines.lineage import build_lineage
+    from pipelines.report.lineage import build_lineage
 
     data = write_dataset(tmp_path)
     run_evaluation(spec_for("traced", data, {"bot": f"precomputed:{write_outputs(tmp_path, 'o.jsonl', correct=7)}"}), lake, fresh_instance)
@@ -255,7 +255,7 @@ def test_lineage_parent_of_generations_is_the_samples_run_that_wrote_them(lake, 
     """A later samples run that found the rows unchanged (its run row carries the table's
     newer version, written by another evaluation) is never the parent of generations that
     read the rows before it: the parent is the run that wrote them, finished before the child."""
-    from pipelines.lineage import build_lineage
+    from pipelines.report.lineage import build_lineage
     data_a = write_dataset(tmp_path, "a.jsonl")
     spec_a = spec_for("alpha", data_a, {"bot": f"precomputed:{write_outputs(tmp_path, 'a_out.jsonl', correct=5)}"})
     run_evaluation(spec_a, lake, fresh_instance)
@@ -349,7 +349,7 @@ def test_row_count_metadata_equals_rows_stored_after_a_rescore(lake, fresh_insta
 
 def test_every_delta_table_is_an_asset_or_documented_internal_state():
     from pipelines.definitions import INTERNAL_TABLES, defs
-    from resources.lake import SCHEMAS
+    from resources.lake.tables import SCHEMAS
 
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
@@ -403,7 +403,7 @@ def test_a_lake_from_before_evaluation_identity_is_refused_then_migrated(lake, f
     from deltalake import write_deltalake
 
     from pipelines.cli import app
-    from resources.evaluation import canonical_json
+    from resources.catalog.spec import canonical_json
 
     data = write_dataset(tmp_path)
     out = write_outputs(tmp_path, "o.jsonl", correct=4)

@@ -102,9 +102,9 @@ def test_listing_imports_no_plugin_module():
         from metric_ops.registry import REGISTRY
         from resources.datasets import DATASETS
         names = REGISTRY.names(), DATASETS.names()
-        families = {'metric_ops.lexical', 'metric_ops.bleu', 'metric_ops.rouge', 'metric_ops.toolcalls', 'metric_ops.judged',
-                    'metric_ops.bertscore', 'metric_ops.agents', 'metric_ops.rag_checks', 'resources.bfcl',
-                    'resources.episodes', 'resources.lm_eval_bridge'}
+        families = {'metric_ops.lexical.squad', 'metric_ops.lexical.bleu', 'metric_ops.lexical.rouge', 'metric_ops.toolcalls', 'metric_ops.judged.geval_jury',
+                    'metric_ops.neural.bertscore', 'metric_ops.agents.oracles', 'metric_ops.rag.checks', 'resources.datasets.bfcl',
+                    'resources.agents.episodes', 'resources.lm_eval.bridge'}
         print(json.dumps([names[0], names[1], sorted(families & set(sys.modules))]))
     """)
     metrics, datasets, loaded = json.loads(out)
@@ -116,7 +116,7 @@ def test_listing_imports_no_plugin_module():
 def test_the_builtin_table_names_every_builtin_metric_where_it_is_defined():
     """BUILTIN_METRICS matches the classes: each entry imports to a Metric of that name."""
     from metric_ops.registry import BUILTIN_METRICS
-    from metric_ops.registry_core import _load
+    from metric_ops.plugins import _load
 
     for name, target in BUILTIN_METRICS.items():
         assert _load(target).name == name, target
@@ -155,7 +155,7 @@ def test_contributing_examples(tmp_path):
         sys.path.insert(0, {str(tmp_path)!r})
         from metric_ops.base import Sample
         from metric_ops.registry import REGISTRY, Registry, get_metric
-        from resources.adapters import ADAPTERS, make_adapter
+        from resources.prompting.adapters import ADAPTERS, make_adapter
         from resources.datasets import DATASETS, make_dataset
         t = {targets!r}
         REGISTRY.register_lazy(t["metric"][0], t["metric"][1])      # the BUILTIN_METRICS line

@@ -99,11 +99,11 @@ def _token_rows(model: str, fp: str, sample_id: str, output: str, run_id: str) -
 
 @pytest.fixture(scope="module")
 def full_lake(tmp_path_factory, instance):
-    from metric_ops.runner import detail_json  # noqa: F401  (the scores writer's JSON convention)
-    from pipelines.runner import materialize_analysis, rescore, run_evaluation
+    from metric_ops.scoring.rows import detail_json  # noqa: F401  (the scores writer's JSON convention)
+    from pipelines.runs.runner import materialize_analysis, rescore, run_evaluation
     from resources.catalog import utcnow
-    from resources.evaluation import EvaluationSpec
-    from resources.lake import SCHEMAS, LakeStore
+    from resources.catalog.spec import EvaluationSpec
+    from resources.lake.tables import SCHEMAS, LakeStore
 
     lake = LakeStore(root=str(tmp_path_factory.mktemp("report_lake") / "lake"))
     spec = EvaluationSpec.from_mapping({
@@ -116,7 +116,7 @@ def full_lake(tmp_path_factory, instance):
     samples = {r["sample_id"]: r for r in lake.read("samples", where={"fingerprint": fp}).iter_rows(named=True)}
     gens = lake.read("generations", where={"fingerprint": fp})
     names = ["faithfulness", "hallucination", "answer_relevance", "context_relevance", "jury"]
-    assert "token_logprobs" in SCHEMAS, "the token_logprobs table contract (issue 7) is missing from resources/lake.py"
+    assert "token_logprobs" in SCHEMAS, "the token_logprobs table contract (issue 7) is missing from resources/lake/tables.py"
     for model in ("qags-system", "qags-lead-3"):
         rows, tokens = [], []
         for g in gens.filter(pl.col("model") == model).iter_rows(named=True):
@@ -205,7 +205,7 @@ def _overlap(a, b) -> bool:
 
 @pytest.mark.slow
 def test_report_charts_read_right_in_chromium(full_lake, browser, tmp_path, monkeypatch):
-    import pipelines.report_samples as report_samples
+    import pipelines.report.samples as report_samples
 
     lake, fp = full_lake
     monkeypatch.setattr(report_samples, "PAGE_SIZE", 3)  # 8 samples: three pages, so the slider has work to do

@@ -1,4 +1,4 @@
-"""Known-answer tests for RetrievalMetrics (metric_ops.retrieval)."""
+"""Known-answer tests for RetrievalMetrics (metric_ops.rag.retrieval)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from metric_ops.base import Sample
 from metric_ops.registry import get_metric
-from metric_ops.retrieval import RetrievalMetrics, extract_trace, ranking_scores, retrieved_ids
+from metric_ops.rag.retrieval import RetrievalMetrics, extract_trace, ranking_scores, retrieved_ids
 
 
 def run(k, relevant, retrieved=None, output="", trace=None):

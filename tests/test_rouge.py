@@ -2,7 +2,7 @@
 the Unicode tokenizer's combining marks and tokenizer options on every variant (kind 3),
 and ``unscored`` where there is nothing to measure (kind 2).
 
-Known answers: ``tests/data/rouge155_known_answers.json``, the values the ROUGE-1.5.5 Perl
+Known answers: ``pipelines/crossval/rouge155_known_answers.json``, the values the ROUGE-1.5.5 Perl
 script printed (``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL``: no stemming, stopwords kept) on
 412 real and hand-made pairs plus 42 two-reference pairs and 2 multi-line cases; regenerate with
 ``scripts/rouge155_known_answers.py`` (the Perl script is not shipped)."""
@@ -15,7 +15,7 @@ import pytest
 
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import Sample, get_metric
-from benchmarks.crossval.crossval_rouge import PERL_METRICS, POOLED, as_printed, known_answer_comparison, load_known_answers
+from pipelines.crossval.rouge import PERL_METRICS, POOLED, as_printed, known_answer_comparison, load_known_answers
 from metric_ops.registry import MetricParamError
 
 ROUGES = ["rouge_1", "rouge_2", "rouge_l", "rouge_lsum", "rouge_w", "rouge_s", "rouge_su"]
@@ -168,7 +168,7 @@ def test_unicode_tokenizer_normalises_nfd_to_nfc():
     nfd, nfc = unicodedata.normalize("NFD", "crème brûlée"), unicodedata.normalize("NFC", "crème brûlée")
     assert nfd != nfc
     assert values("rouge_1", nfc, nfd, tokenizer="unicode") == pytest.approx([1.0, 1.0, 1.0])
-    from metric_ops.rouge_text import UnicodeTokenizer
+    from metric_ops.lexical.rouge.text import UnicodeTokenizer
 
     assert UnicodeTokenizer().tokenize("मुझे पानी, 我爱 ok!") == ["मुझे", "पानी", "我", "爱", "ok"]
     # a zero-width non-joiner inside a Persian word keeps it one token (UAX #29)
@@ -254,11 +254,11 @@ def _real_text_pairs() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("use_stemmer", [False, True])
 def test_rouge_n_l_lsum_equal_rouge_score_bit_for_bit(use_stemmer):
-    """metric_ops.rouge_ngram_lcs against rouge-score 0.1.2 itself, two references per
+    """metric_ops.lexical.rouge.ngram_lcs against rouge-score 0.1.2 itself, two references per
     pair (best F kept): tolerance 0, every P, R and F equal as floats."""
     from rouge_score import rouge_scorer
 
-    from metric_ops.rouge_ngram_lcs import DefaultTokenizer, RougeScorer
+    from metric_ops.lexical.rouge.ngram_lcs import DefaultTokenizer, RougeScorer
 
     tokenizer = DefaultTokenizer(use_stemmer)
     pairs = _real_text_pairs()

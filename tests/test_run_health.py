@@ -34,7 +34,7 @@ def test_health_checked_launcher_and_run_monitoring_fail_a_dead_run(instance):
     from dagster._core.launcher import WorkerStatus
     from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
-    from pipelines.run_health import HealthCheckedRunLauncher, process_tags
+    from pipelines.runs.run_health import HealthCheckedRunLauncher, process_tags
 
     assert isinstance(instance.run_launcher, HealthCheckedRunLauncher) and instance.run_monitoring_enabled
     dead = dg.DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
@@ -97,7 +97,7 @@ def test_kill_9_of_facetlake_run_then_a_second_run_is_not_blocked(tmp_path):
         instance = dg.DagsterInstance.from_config(str(home))
         assert instance.get_run_by_id(stuck[0].run_id).status == dg.DagsterRunStatus.FAILURE
         assert instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])) == []
-        from resources.lake import LakeStore
+        from resources.lake.tables import LakeStore
 
         gens = LakeStore(root=str(tmp_path / "lake")).read("generations")
         assert gens.height == 40 and gens["sample_id"].n_unique() == 40

@@ -22,10 +22,10 @@ import pytest
 
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
 from pipelines.jobs import analysis_job, evaluation_job, samples_job
-from pipelines.runner import register, rescore
+from pipelines.runs.runner import register, rescore
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor, scheduler_tick
 from resources.catalog import current_keys, evaluation_row
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 from tests.test_recurring import N, spec_for, write_dataset, write_outputs
 
 UTC = dt.timezone.utc
@@ -216,7 +216,7 @@ def test_regression_alert_is_per_evaluation(deployment, tmp_path):
     data_a = write_dataset(tmp_path, "a.jsonl", n=40)
     data_b = write_dataset(tmp_path, "b.jsonl", n=40, question=lambda i: f"other question {i}?")
     good, bad = write_outputs(tmp_path, "good.jsonl", correct=40, n=40), write_outputs(tmp_path, "bad.jsonl", correct=5, n=40)
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.runner import run_evaluation
 
     run_evaluation(spec_for("regressed", data_a, {"base": f"precomputed:{good}", "cand": f"precomputed:{bad}"}, baseline="base"),
                    lake, d.instance)

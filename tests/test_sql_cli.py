@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines import cli, cli_common
+from pipelines import cli
+from pipelines.cli import common as cli_common
 from pipelines.cli import app
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""`facetlake sql` over local tables read by DuckDB's Parquet reader (resources/sql_views.py),
+"""`facetlake sql` over local tables read by DuckDB's Parquet reader (resources/sql/views.py),
 and filtered reads of tables whose files mix Arrow ``string`` and ``string_view`` text
 (files written before and after the columnar writes): both used to fail with "no kernel
 matching input types (string, string_view)"."""
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from resources.lake import SCHEMAS, LakeStore
+from resources.lake.tables import SCHEMAS, LakeStore
 from resources.sql import connect, query
 
 FP = "f" * 64

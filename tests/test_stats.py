@@ -311,7 +311,7 @@ def test_blocked_lookups_give_the_per_group_sums_bit_for_bit(monkeypatch):
     """Past 65,536 values the sign-flip null adds the looked-up group sums in blocks: the
     same floats, in the same order, as adding group after group (so p-values and wild
     bootstrap intervals do not move at any seed)."""
-    from metric_ops import stats_core
+    from metric_ops.stats import core as stats_core
 
     rng = np.random.default_rng(11)
     for groups, rows in ((1, 7), (3, 2000), (8192, 9), (9001, 31), (20000, 13)):
@@ -385,7 +385,7 @@ def _correlation_cases():
 
 
 def test_correlations_equal_scipy_on_random_and_tied_data():
-    """metric_ops.stats_corr against scipy.stats itself: r within 1e-12 absolute, p within
+    """metric_ops.stats.corr against scipy.stats itself: r within 1e-12 absolute, p within
     1e-9 relative (or 1e-300 absolute), for every method, on 240 inputs of 3 to 1,181
     pairs with and without ties."""
     import scipy.stats as sps
@@ -404,7 +404,7 @@ def test_correlations_equal_scipy_on_random_and_tied_data():
 def test_ranks_equal_scipys_average_ranks():
     import scipy.stats as sps
 
-    from metric_ops.stats_corr import rank_average
+    from metric_ops.stats.corr import rank_average
 
     rng = np.random.default_rng(3)
     for n in (1, 2, 7, 100):

@@ -7,8 +7,8 @@ import json
 
 
 from resources.backends import GenerationResult, PrecomputedBackend
-from resources.generation_run import performance
-from resources.heuristics import HeuristicBackend
+from resources.backends.planning import performance
+from resources.backends.heuristic import HeuristicBackend
 
 
 def _results() -> list[GenerationResult]:
@@ -23,9 +23,9 @@ def test_performance_leaves_throughput_out_when_nothing_was_measured():
 
 
 def test_which_backends_measure_throughput():
-    from resources.backend_api import APIBackend
-    from resources.backend_hf import HFBackend
-    from resources.lm_eval_bridge import LmEvalOutputBackend
+    from resources.backends.api import APIBackend
+    from resources.backends.hf import HFBackend
+    from resources.lm_eval.bridge import LmEvalOutputBackend
 
     assert not PrecomputedBackend.measures_throughput
     assert not LmEvalOutputBackend.measures_throughput

@@ -495,7 +495,9 @@ def test_complete_calls_in_the_same_syntaxes_still_parse():
 
 def test_public_names_stay_importable_from_toolcalls():
     import metric_ops.toolcalls as tc
-    from metric_ops import toolcall_bfcl, toolcall_matching, toolcall_parsing
+    from metric_ops.toolcalls import bfcl as toolcall_bfcl
+    from metric_ops.toolcalls import matching as toolcall_matching
+    from metric_ops.toolcalls import parsing as toolcall_parsing
 
     for name in ("ToolCall", "ParsedCalls", "parse_tool_calls", "ParseWork"):
         assert getattr(tc, name) is getattr(toolcall_parsing, name)

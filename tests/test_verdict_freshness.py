@@ -25,7 +25,7 @@ import pytest
 from assets.freshness import freshness, scores_marker, stale_verdicts
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
 from pipelines.jobs import analysis_job
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 from tests.test_recurring import spec_for, write_dataset, write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def assert_verdicts_match_scores(lake: LakeStore) -> None:
 def test_kill_points_are_every_commit_of_the_rescore(evaluated, tmp_path):
     """The kill points below are the rescore's commits, in order (so each state between two commits is tried)."""
     home, lake = copy_of(evaluated, tmp_path)
-    script = ("import sys, resources.lake_commit as c\n"
+    script = ("import sys, resources.lake.commit as c\n"
               "c.fault_point = lambda name: print('FP', name) if name.startswith('commit.after:') else None\n"
               "from pipelines.cli import main\nsys.argv = ['facetlake', *sys.argv[1:]]\nmain()\n")
     env = {k: v for k, v in os.environ.items() if k != "FACETLAKE_FAULT"}
@@ -195,9 +195,9 @@ def tick(instance: dg.DagsterInstance, lake: LakeStore, cursor: str | None) -> t
 
 
 def test_analysis_sensor_asks_for_the_stale_evaluation_only_and_nothing_when_fresh(home_instance, tmp_path):
-    from pipelines.run_health import fail_dead_runs
-    from pipelines.runner import run_evaluation
-    from resources.evaluation import EvaluationSpec
+    from pipelines.runs.run_health import fail_dead_runs
+    from pipelines.runs.runner import run_evaluation
+    from resources.catalog.spec import EvaluationSpec
 
     home, instance = home_instance
     lake = LakeStore(root=str(tmp_path / "lake"))
@@ -243,10 +243,10 @@ def assert_verdicts_match_scores_of(lake: LakeStore, fp: str) -> None:
 def test_analysis_sensor_does_not_ask_again_for_a_run_that_failed_with_these_scores(home_instance, tmp_path):
     """A requested analysis run that failed for good (Dagster's run retries spent) is not asked
     for again at every tick for the same scores; the sensor says so in its log."""
-    from pipelines.run_health import fail_dead_runs
-    from pipelines.runner import run_evaluation
+    from pipelines.runs.run_health import fail_dead_runs
+    from pipelines.runs.runner import run_evaluation
     from pipelines.sensors import analysis_tick
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog.spec import EvaluationSpec
 
     home, instance = home_instance
     lake = LakeStore(root=str(tmp_path / "lake"))

@@ -35,7 +35,7 @@ Real-World Domains* (2024) and its ``Env.calculate_reward``; Patil et al., BFCL 
 the call matching reused from :mod:`metric_ops.toolcalls`.
 
 Reading an episode's messages (calls, what was said, the final answer) lives in
-:mod:`metric_ops.trajectory` (re-exported here); the oracles are defined here.
+:mod:`metric_ops.agents.trajectory` (re-exported here); the oracles are defined here.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.passk import PASS_TOLERANCE
-from metric_ops.registry_core import Registry, UnknownNameError
+from metric_ops.agents.passk import PASS_TOLERANCE
+from metric_ops.plugins import Registry, UnknownNameError
 from metric_ops.toolcalls import ToolCall, evaluate_route, match_call
-from metric_ops.trajectory import (  # noqa: F401  (re-exported: the public API of metric_ops.agents)
+from metric_ops.agents.trajectory import (  # noqa: F401  (re-exported: the public API of metric_ops.agents.oracles)
     EpisodeCall,
     TrajectoryError,
     _messages_or_error,
@@ -269,7 +269,7 @@ class OutputsOracle(Metric):
 # ============================================================================ policy rules
 
 # rule name -> PolicyRule subclass; a subclass with a ``name`` registers itself when defined
-POLICY_RULES: Registry[type["PolicyRule"]] = Registry("policy rule", base="metric_ops.agents:PolicyRule")
+POLICY_RULES: Registry[type["PolicyRule"]] = Registry("policy rule", base="metric_ops.agents.oracles:PolicyRule")
 
 
 @dataclass

@@ -16,7 +16,7 @@ Two kinds of score are compared, each by the method its definition calls for:
 - **per-sample scores** (one value per sample): the mean over samples, paired tests
   over the samples both models scored;
 - **corpus-level scores** (``corpus_bleu``, ``corpus_chrf``, ``corpus_chrf_pp``, idf
-  BERTScore; one row with a null ``sample_id`` per model, see :mod:`metric_ops.corpus`):
+  BERTScore; one row with a null ``sample_id`` per model, see :mod:`metric_ops.scoring.corpus`):
   the stored corpus value, an interval by bootstrap resampling of the segments'
   sufficient statistics, and paired approximate randomisation (the verdict's test) and
   paired bootstrap resampling over the segments both models scored, as sacrebleu's
@@ -53,7 +53,7 @@ Holm's family is one score name: a rescore of one metric recomputes that metric'
 and leaves every other metric's verdicts as they were (``metrics=`` restricts the work).
 
 Split for size: the shared helpers and the score-frame splitting live in
-:mod:`metric_ops.compare_frames`, the pairwise tests in :mod:`metric_ops.compare_pairwise`;
+:mod:`metric_ops.compare.frames`, the pairwise tests in :mod:`metric_ops.compare.pairwise`;
 this module keeps the per-model statistics, trade-offs and :func:`compare_models`, and
 re-exports the rest.
 """
@@ -69,8 +69,8 @@ import numpy as np
 import polars as pl
 
 from metric_ops import stats
-from metric_ops.corpus import CORPUS_LEVEL, CorpusStatistics
-from metric_ops.compare_frames import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
+from metric_ops.scoring.corpus import CORPUS_LEVEL, CorpusStatistics
+from metric_ops.compare.frames import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
     ALPHA,
     HUMAN_PREFIX,
     LEGACY_CORPUS_NOTE,
@@ -85,7 +85,7 @@ from metric_ops.compare_frames import (  # noqa: F401  (re-exported: the public 
     legacy_corpus_metrics,
     scored_frame,
 )
-from metric_ops.compare_pairwise import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
+from metric_ops.compare.pairwise import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
     _corpus_pair,
     _holm_per_metric,
     _paired_vectors,

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from metric_ops.corpus import CorpusStatistics, CorpusStatisticsError
+from metric_ops.scoring.corpus import CorpusStatistics, CorpusStatisticsError
 
 
 ALPHA = 0.05

@@ -39,7 +39,7 @@ def pair_kind(a: str, b: str) -> str:
 
 
 def _percentile_ranks(values: np.ndarray) -> np.ndarray:
-    from metric_ops.stats_corr import rank_average  # scipy's rankdata(method="average") without importing scipy.stats
+    from metric_ops.stats.corr import rank_average  # scipy's rankdata(method="average") without importing scipy.stats
 
     if values.size <= 1:
         return np.zeros_like(values, dtype=float)

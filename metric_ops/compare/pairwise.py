@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 
 from metric_ops import stats
-from metric_ops.corpus import CORPUS_LEVEL, CorpusStatistics
-from metric_ops.compare_frames import (
+from metric_ops.scoring.corpus import CORPUS_LEVEL, CorpusStatistics
+from metric_ops.compare.frames import (
     ALPHA,
     _corpus_statistics,
     _finite,

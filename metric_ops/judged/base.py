@@ -1,5 +1,5 @@
-"""The base of the judged metrics (metric_ops/judged.py: G-Eval, jury;
-metric_ops/judged_rag.py: the RAG Triad): :class:`JudgedMetric` (judge parameter,
+"""The base of the judged metrics (metric_ops/judged/geval_jury.py: G-Eval, jury;
+metric_ops/judged/rag_triad.py: the RAG Triad): :class:`JudgedMetric` (judge parameter,
 locality from the judge, prompt hashes in the signature) and the small text helpers
 they share (sentence splitting, numbered lists, short hashes)."""
 
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Sequence
 
 from metric_ops.base import Metric, Sample, Score, check_lengths
-from metric_ops.judging import (
+from metric_ops.judged.judging import (
     Judge,
     JudgeCaller,
     JudgeParseError,

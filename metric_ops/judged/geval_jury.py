@@ -3,10 +3,10 @@ hallucination score, answer relevance, context relevance).
 
 Every metric here takes a ``judge`` parameter (a model spec string such as
 ``api:gpt-4o-mini@https://api.openai.com/v1`` or ``hf:/models/judge``, or a
-:class:`~metric_ops.judging.Judge` object); its locality is its judge's (a remote API
+:class:`~metric_ops.judged.judging.Judge` object); its locality is its judge's (a remote API
 makes the metric ``external``). Prompts are the versioned files in
-``metric_ops/prompts``; their hashes, the judge, the decoding settings and the metric
-version form the signature. Judge calls go through :class:`~metric_ops.judging.JudgeCaller`
+``metric_ops/judged/prompts``; their hashes, the judge, the decoding settings and the metric
+version form the signature. Judge calls go through :class:`~metric_ops.judged.judging.JudgeCaller`
 (cache, bounded re-asks on unparseable replies).
 
 ``detail`` keys (the report renders exactly these): ``reasoning`` (str), ``claims``
@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Sample, Score, check_lengths
-from metric_ops.judging import (
+from metric_ops.judged.judging import (
     JudgeCaller,
     JudgeParseError,
     JudgeReply,
@@ -35,8 +35,8 @@ from metric_ops.judging import (
     resolve_judge,
 )
 
-from metric_ops.judged_base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401 (re-exported)
-from metric_ops.judged_rag import AnswerRelevance, ContextRelevance, Faithfulness, auroc  # noqa: F401 (re-exported)
+from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401 (re-exported)
+from metric_ops.judged.rag_triad import AnswerRelevance, ContextRelevance, Faithfulness, auroc  # noqa: F401 (re-exported)
 
 
 # --------------------------------------------------------------------------- G-Eval
@@ -117,7 +117,7 @@ class GEval(JudgedMetric):
 
     Where the judge returns log-probabilities, each criterion's score is the
     probability-weighted ``sum_s s * p(s)`` read at the score token (duplicate tokens such
-    as "4" and " 4" summed; see :func:`~metric_ops.judging.probability_weighted_score`).
+    as "4" and " 4" summed; see :func:`~metric_ops.judged.judging.probability_weighted_score`).
     Each criterion is normalised ``(s - min) / (max - min)`` to [0, 1]; the value is the
     weight-averaged normalised score. Requires input and output; one unreadable criterion
     makes the sample an ``error`` (raw reply kept). Parameters: ``criteria`` (list of

@@ -2,7 +2,7 @@
 
 Pure (no Dagster, no Delta, no network): a judge is anything that satisfies the
 :class:`Judge` protocol. The live clients (an OpenAI-compatible API through the one
-outbound path, or any facetlake model backend) live in ``resources/judges.py``, which
+outbound path, or any facetlake model backend) live in ``resources/scoring/judges.py``, which
 installs a resolver so that a metric parameter ``judge: "api:MODEL@BASE_URL"`` becomes a
 client (:func:`resolve_judge`).
 
@@ -100,7 +100,7 @@ _resolver: Callable[[str], Judge] | None = None
 
 def install_judge_resolver(resolver: Callable[[str], Judge] | None) -> None:
     """Install the function that turns a spec string into a :class:`Judge`
-    (``resources.judges`` does this when imported)."""
+    (``resources.scoring.judges`` does this when imported)."""
     global _resolver
     _resolver = resolver
 
@@ -113,7 +113,7 @@ def resolve_judge(judge: str | Judge) -> Judge:
             raise JudgeSpecError("empty judge spec; name one, e.g. judge: 'api:gpt-4o-mini@https://api.openai.com/v1'")
         if _resolver is None:
             raise JudgeSpecError(
-                f"cannot build judge {judge!r}: no judge client is installed (import resources.judges, "
+                f"cannot build judge {judge!r}: no judge client is installed (import resources.scoring.judges, "
                 "as the facetlake CLI and Dagster definitions do), or pass a Judge object"
             )
         return _resolver(judge)
@@ -175,7 +175,7 @@ _PROMPTS: dict[str, PromptTemplate] = {}
 
 
 def load_prompt(name: str) -> PromptTemplate:
-    """The packaged prompt ``metric_ops/prompts/<name>.toml``, or a prompt file at a path
+    """The packaged prompt ``metric_ops/judged/prompts/<name>.toml``, or a prompt file at a path
     (any ``name`` ending in ``.toml``). Raises ``FileNotFoundError`` listing the packaged ones."""
     if name in _PROMPTS:
         return _PROMPTS[name]
@@ -183,12 +183,12 @@ def load_prompt(name: str) -> PromptTemplate:
         with open(name, "rb") as handle:
             prompt = parse_prompt(handle.read(), name)
     else:
-        folder = _resources.files("metric_ops").joinpath("prompts")
+        folder = _resources.files("metric_ops.judged").joinpath("prompts")
         path = folder.joinpath(f"{name}.toml")
         if not path.is_file():
             known = sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
             raise FileNotFoundError(f"no judge prompt {name!r}; packaged prompts: {', '.join(known)}")
-        prompt = parse_prompt(path.read_bytes(), f"metric_ops/prompts/{name}.toml")
+        prompt = parse_prompt(path.read_bytes(), f"metric_ops/judged/prompts/{name}.toml")
     _PROMPTS[name] = prompt
     return prompt
 
@@ -197,7 +197,7 @@ def load_prompt(name: str) -> PromptTemplate:
 
 
 class JudgeCache(Protocol):
-    """Where judge replies are kept between runs (``resources.judges.DeltaJudgeCache``
+    """Where judge replies are kept between runs (``resources.scoring.judges.DeltaJudgeCache``
     keeps them in the lake's ``judge_cache`` table)."""
 
     def get(self, key: str) -> JudgeReply | None: ...
@@ -255,7 +255,7 @@ def cache_key(identity: str, messages: Sequence[Mapping[str, str]], decoding: Ma
 # --------------------------------------------------------------------------- parsing
 
 
-from metric_ops.judge_replies import (  # noqa: E402,F401  (re-exported: the reply parsing lives there)
+from metric_ops.judged.replies import (  # noqa: E402,F401  (re-exported: the reply parsing lives there)
     JudgeParseError,
     ParsedScore,
     extract_json,

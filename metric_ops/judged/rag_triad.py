@@ -1,6 +1,6 @@
 """The RAG Triad (TruLens' name; Es et al., 2024 for faithfulness): faithfulness with a
 hallucination score, answer relevance and context relevance, judged per claim or per
-sentence (see metric_ops/judged.py for the conventions every judged metric follows), and
+sentence (see metric_ops/judged/geval_jury.py for the conventions every judged metric follows), and
 :func:`auroc` for hallucination detection against labels."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Sample, Score
-from metric_ops.judging import (
+from metric_ops.judged.judging import (
     JudgeCaller,
     JudgeParseError,
     JudgeReply,
@@ -16,7 +16,7 @@ from metric_ops.judging import (
     require_list,
 )
 
-from metric_ops.judged_base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401
+from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401
 
 
 # --------------------------------------------------------------------------- RAG Triad
@@ -127,7 +127,7 @@ class AnswerRelevance(JudgedMetric):
     """Answer relevance (Es et al., 2024, RAGAS): the judge writes ``n`` questions the
     answer would answer; the value is the mean cosine similarity between each generated
     question and the real question, with the local embedding model (the packaged
-    all-MiniLM-L6-v2 by default, :class:`~metric_ops.bertscore.SemanticSimilarity`'s mean
+    all-MiniLM-L6-v2 by default, :class:`~metric_ops.neural.bertscore.SemanticSimilarity`'s mean
     pooling). Range [-1, 1] (in practice [0, 1]). As in RAGAS, an answer the judge calls
     noncommittal ("I don't know") scores 0 (a measured irrelevance, flagged in detail).
     A reply with no questions is unreadable (``error``). Parameters: ``n`` (3),
@@ -145,7 +145,7 @@ class AnswerRelevance(JudgedMetric):
     libraries = ("transformers", "torch")
 
     def __init__(self, judge: Any = None, n: int = 3, embedding_model: str | None = None, **kwargs: Any) -> None:
-        from metric_ops.bertscore import SemanticSimilarity
+        from metric_ops.neural.bertscore import SemanticSimilarity
 
         if int(n) < 1:
             raise ValueError(f"n (questions to generate) must be >= 1, got {n}")

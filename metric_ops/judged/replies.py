@@ -1,6 +1,6 @@
 """Reading judge replies: JSON extraction, scale scores, G-Eval probability weighting.
 
-Split out of :mod:`metric_ops.judging` (which re-exports every name here). Honesty rules
+Split out of :mod:`metric_ops.judged.judging` (which re-exports every name here). Honesty rules
 (DESIGN.md, issue 4; issue 15 kind 5):
 
 - a reply that cannot be parsed (prose with no JSON, truncated JSON, a missing field, a
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from metric_ops.errors import FacetlakeError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from metric_ops.judging import TokenLogprob
+    from metric_ops.judged.judging import TokenLogprob
 
 
 class JudgeParseError(FacetlakeError, ValueError):

@@ -8,7 +8,7 @@
 - ``chrf`` / ``chrf_pp``: character n-gram F-score (Popovic, 2015) and chrF++ (Popovic,
   2017, word bigrams added) through sacrebleu.
 
-The sentence-level sacrebleu BLEU is ``bleu`` in :mod:`metric_ops.lexical`.
+The sentence-level sacrebleu BLEU is ``bleu`` in :mod:`metric_ops.lexical.squad`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import warnings
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.lexical import SacrebleuSentenceMetric
+from metric_ops.lexical.squad import SacrebleuSentenceMetric
 
 # --------------------------------------------------------------------------- shapes
 
@@ -99,7 +99,7 @@ class CorpusBLEU(Metric):
     every sample the corpus value (0-100) with, in ``detail["stats"]``, the sample's own
     sufficient statistics (hypothesis and reference lengths, n-gram matches and totals);
     the scores table stores the corpus value once per model and evaluation, with every
-    segment's statistics (:func:`metric_ops.corpus.corpus_score_rows`, :meth:`corpus_spec`),
+    segment's statistics (:func:`metric_ops.scoring.corpus.corpus_score_rows`, :meth:`corpus_spec`),
     and the comparisons resample them (paired bootstrap, approximate randomisation).
     :func:`corpus_bleu_from_stats` recomputes the value from statistics. Multiple
     references per sample are allowed (their number may vary). An empty hypothesis
@@ -137,7 +137,7 @@ class CorpusBLEU(Metric):
 
     def corpus_spec(self, score_name: str) -> dict[str, Any]:
         """Aggregate, parameters and statistics names of the stored corpus score
-        (:class:`metric_ops.corpus.CorpusStatistics`; aggregate :func:`metric_ops.corpus.bleu_from_totals`)."""
+        (:class:`metric_ops.scoring.corpus.CorpusStatistics`; aggregate :func:`metric_ops.scoring.corpus.bleu_from_totals`)."""
         b = self._bleu
         order = b.max_ngram_order
         fields = ["hyp_len", "ref_len", *(f"match_{n}" for n in range(1, order + 1)), *(f"total_{n}" for n in range(1, order + 1))]

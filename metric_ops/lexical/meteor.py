@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 from metric_ops.errors import FacetlakeError
 
-DEFAULT_NLTK_DATA = Path(__file__).resolve().parents[1] / ".nltk_data"
+DEFAULT_NLTK_DATA = Path(__file__).resolve().parents[2] / ".nltk_data"
 
 INSTALL_HINT = (
     "WordNet 3.0 is not available to NLTK, so METEOR cannot run. Offline: run "

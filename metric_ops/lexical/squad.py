@@ -1,5 +1,5 @@
 """First lexical metrics: exact match and token F1 (SQuAD v2 rules) and sentence BLEU
-(sacrebleu). ROUGE-L lives with the other ROUGE variants in metric_ops/rouge.py.
+(sacrebleu). ROUGE-L lives with the other ROUGE variants in metric_ops/lexical/rouge/__init__.py.
 
 All are ``baseline_grounding``, ``local``, and take the maximum over a sample's
 references where the reference library does (SQuAD: max over gold answers; sacrebleu:

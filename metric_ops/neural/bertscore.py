@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.embeddings import DEFAULT_BATCH_SIZE, dtype_tag, get_encoder, model_identity
+from metric_ops.neural.embeddings import DEFAULT_BATCH_SIZE, dtype_tag, get_encoder, model_identity
 from metric_ops.errors import FacetlakeError
 
 
@@ -243,7 +243,7 @@ class BERTScore(Metric):
     def corpus_spec(self, score_name: str) -> dict[str, Any]:
         """With idf, each score is stored once per model and evaluation as the mean of the
         segments' values (each computed with the corpus's idf weights), with every
-        segment's value kept for resampling (:func:`metric_ops.corpus.corpus_score_rows`)."""
+        segment's value kept for resampling (:func:`metric_ops.scoring.corpus.corpus_score_rows`)."""
         return {"kind": "mean", "fields": ["sum", "count"], "params": {}}
 
     def range_of(self, score_name: str) -> tuple[float, float]:

@@ -165,11 +165,11 @@ def _cached_encoder(path: str, device: str, dtype: str = "float32") -> Encoder:
 
 def get_encoder(model: str | None = None, device: str = "auto", fp16: bool = False) -> Encoder:
     """The process-wide :class:`Encoder` for ``model`` (``None`` = packaged MiniLM) on
-    ``device`` (``auto``: CUDA when present, else CPU; see :mod:`metric_ops.devices`),
+    ``device`` (``auto``: CUDA when present, else CPU; see :mod:`metric_ops.neural.devices`),
     in fp16 when ``fp16`` (CUDA only): loaded once per (resolved folder, device, dtype),
     reused by every metric instance however the arguments are spelled. Raises
-    :class:`~metric_ops.devices.DeviceError` for an unusable device or fp16 on the CPU."""
-    from metric_ops.devices import resolve_device, resolve_dtype
+    :class:`~metric_ops.neural.devices.DeviceError` for an unusable device or fp16 on the CPU."""
+    from metric_ops.neural.devices import resolve_device, resolve_dtype
 
     resolved = resolve_device(device)
     return _cached_encoder(resolve_model_path(model), resolved, resolve_dtype(fp16, resolved))

@@ -18,7 +18,7 @@ Case: ``sample.metadata["case"]`` (or the same keys directly in ``sample.metadat
 is supported when any one set is fully available), ``citations`` (gold supporting ids),
 ``tenant``, ``decision_date``, ``answerable`` (bool), ``expected_numbers`` (list).
 
-Trace: :func:`metric_ops.retrieval.extract_trace` (the output as JSON, else
+Trace: :func:`metric_ops.rag.retrieval.extract_trace` (the output as JSON, else
 ``sample.metadata["trace"]``): ``retrieved`` (ids in rank order), ``prompt_ids`` (ids of
 the documents placed in the final prompt) and/or ``final_prompt`` (its text),
 ``citations`` (ids the answer cites), ``abstained`` (bool), ``answer`` (text). When the
@@ -26,7 +26,7 @@ trace has no ``citations``, bracketed markers in the answer are read: ``[doc-7]`
 id, ``[2]`` the second document of the final prompt (or of the retrieved list).
 
 The case/corpus helpers, number extraction and abstention detection live in
-:mod:`metric_ops.rag_support` (re-exported here); the metrics are defined here.
+:mod:`metric_ops.rag.support` (re-exported here); the metrics are defined here.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import re
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.retrieval import extract_trace
-from metric_ops.rag_support import (  # noqa: F401  (re-exported: the public API of metric_ops.rag_checks)
+from metric_ops.rag.retrieval import extract_trace
+from metric_ops.rag.support import (  # noqa: F401  (re-exported: the public API of metric_ops.rag.checks)
     ABSTENTION_PHRASES,
     _CorpusMixin,
     _MARKER,

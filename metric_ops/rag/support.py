@@ -1,7 +1,7 @@
 """RAG checks support: reading a sample's case and corpus, extracting stated numbers,
 detecting abstentions (no Metric classes here).
 
-Part of :mod:`metric_ops.rag_checks` (which re-exports everything here; its docstring
+Part of :mod:`metric_ops.rag.checks` (which re-exports everything here; its docstring
 describes the case and trace shapes).
 """
 
@@ -15,7 +15,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Sample, Score, check_lengths
-from metric_ops.retrieval import item_id
+from metric_ops.rag.retrieval import item_id
 
 
 def _case(sample: Sample) -> dict[str, Any]:

@@ -255,9 +255,9 @@ def corpus_score_rows(
     only (``detail.raw_value`` keeps the computed one), an ``error`` when further off.
     With no scored segment there is no corpus row: the segments' unscored / error rows
     are the record (never a corpus value of 0). Row keys are those of
-    :func:`metric_ops.runner.score_rows`.
+    :func:`metric_ops.scoring.rows.score_rows`.
     """
-    from metric_ops.runner import detail_json
+    from metric_ops.scoring.rows import detail_json
 
     from metric_ops.identity import metric_params_json
 
@@ -332,7 +332,7 @@ class _CorpusChrFBase(Metric):
                 "params": {"char_order": c.char_order, "word_order": c.word_order, "beta": c.beta, "eps_smoothing": c.eps_smoothing}}
 
     def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        from metric_ops.bleu import reference_streams
+        from metric_ops.lexical.bleu import reference_streams
 
         check_lengths(samples, outputs)
         if not samples:

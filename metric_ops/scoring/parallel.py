@@ -200,7 +200,7 @@ def _pool(size: int) -> ProcessPoolExecutor:
     if pool is None:
         ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
         if ctx.get_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["metric_ops.parallel"])  # workers fork from an interpreter that has this module
+            ctx.set_forkserver_preload(["metric_ops.scoring.parallel"])  # workers fork from an interpreter that has this module
         pool = ProcessPoolExecutor(max_workers=size, mp_context=ctx, initializer=_init_worker)
         with _main_module_hidden():
             # each submit while no worker is idle starts one more: all of them start here
@@ -242,7 +242,7 @@ def _worker_columns(spec: tuple[str, str, dict[str, Any], str], samples: list["S
     import importlib
 
     from metric_ops.registry import get_metric
-    from metric_ops.runner import local_columns
+    from metric_ops.scoring.rows import local_columns
 
     module, name, params, signature = spec
     metric = _WORKER_METRICS.get(signature)
@@ -326,10 +326,10 @@ def parallel_columns(
     workers: int,
     progress: Callable[[int], Any] | None = None,
 ) -> Columns:
-    """:func:`metric_ops.runner.local_columns` over chunks scored by ``workers`` processes
+    """:func:`metric_ops.scoring.rows.local_columns` over chunks scored by ``workers`` processes
     (:func:`map_chunks`), joined in input order. A chunk that a worker could not score is
     scored here instead, with a warning naming its samples."""
-    from metric_ops.runner import local_columns
+    from metric_ops.scoring.rows import local_columns
 
     bounds = chunk_bounds(len(samples), workers)
     spec = _spec(metric)

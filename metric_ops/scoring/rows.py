@@ -163,11 +163,11 @@ def score_rows(
     :func:`metric_ops.identity.metric_params_json`); the caller adds model, fingerprint
     and dataset.
     A corpus-level metric gives one corpus row per score name (``sample_id`` None) and
-    rows only for its unscored/errored segments (:func:`metric_ops.corpus.corpus_score_rows`).
+    rows only for its unscored/errored segments (:func:`metric_ops.scoring.corpus.corpus_score_rows`).
     """
     results = score_metric(metric, samples, outputs, **kwargs)
     if getattr(metric, "corpus_level", False):
-        from metric_ops.corpus import corpus_score_rows
+        from metric_ops.scoring.corpus import corpus_score_rows
 
         return corpus_score_rows(metric, samples, results)
     from metric_ops.identity import metric_params_json
@@ -230,11 +230,11 @@ def score_columns(
     workers: int | None = None,
 ) -> dict[str, tuple[list, list, list]]:
     """The columns of :func:`local_columns`, scored by worker processes when the metric is
-    parallel-safe and the work pays for them (:func:`metric_ops.parallel.planned_workers`;
+    parallel-safe and the work pays for them (:func:`metric_ops.scoring.parallel.planned_workers`;
     ``workers=1`` keeps it in process). Values, statuses and details are the same either
     way. Raises ``ValueError`` when the lengths differ."""
     check_lengths(samples, outputs)
-    from metric_ops.parallel import parallel_columns, planned_workers
+    from metric_ops.scoring.parallel import parallel_columns, planned_workers
 
     n = planned_workers(metric, len(samples), workers)
     if n > 1:

@@ -1,14 +1,14 @@
 """Score many metrics over many samples fast: the batched path behind the benchmark.
 
 - Lexical metrics are scored in chunks spread over the machine's cores (the scoring pool
-  of :mod:`metric_ops.parallel`; each worker builds its metric objects once) when the work pays for the workers'
+  of :mod:`metric_ops.scoring.parallel`; each worker builds its metric objects once) when the work pays for the workers'
   start-up (:func:`plan_workers`: at least :data:`PARALLEL_MIN_SCORES` sample x metric
   scores); smaller work runs in process. A worker imports only the metric families asked
   for (no NLTK unless METEOR is requested).
 - Corpus-level metrics (``corpus_level`` true: corpus BLEU, idf BERTScore) are scored in
   one call over the whole set, as their definition requires.
 - Neural metrics (BERTScore, semantic similarity) share one model load and one
-  token-embedding cache (:mod:`metric_ops.embeddings`): each distinct text is encoded
+  token-embedding cache (:mod:`metric_ops.neural.embeddings`): each distinct text is encoded
   once, in length-sorted batches, and reused across samples and metrics.
 
 A tqdm progress bar tracks the work. Results are the same :class:`~metric_ops.base.Score`
@@ -55,7 +55,7 @@ def _init_worker(specs: list[tuple[str, str, dict[str, Any]]]) -> None:
     # parent that had NLTK's WordNet open must not share their offsets. Only then (NLTK
     # already imported) reopen them: importing NLTK costs seconds per worker.
     if "nltk" in sys.modules:
-        from metric_ops.meteor import reopen_wordnet_files
+        from metric_ops.lexical.meteor import reopen_wordnet_files
 
         reopen_wordnet_files()
     _WORKER_METRICS.clear()
@@ -100,7 +100,7 @@ def score_suite(
             can appear with several settings).
         samples, outputs: aligned sequences (``ValueError`` when lengths differ); every
             sample must carry what the metrics require (no unscored handling here: use
-            :func:`metric_ops.runner.score_metric` for mixed data).
+            :func:`metric_ops.scoring.rows.score_metric` for mixed data).
         workers: processes for lexical metrics (default: :func:`plan_workers` decides from
             the amount of work; 1 = in process).
         chunk_size: samples per lexical work unit.
@@ -131,9 +131,9 @@ def score_suite(
     try:
         if lexical and chunks:
             if workers > 1 and len(chunks) > 1:
-                # the scoring pool the scores asset uses (metric_ops/parallel.py: forkserver
+                # the scoring pool the scores asset uses (metric_ops/scoring/parallel.py: forkserver
                 # workers, dead-worker fallback, Ctrl-C, the calling script left alone)
-                from metric_ops.parallel import map_chunks
+                from metric_ops.scoring.parallel import map_chunks
 
                 specs = [(k, metrics[k][0], metrics[k][1]) for k in lexical]
                 parts = map_chunks(

@@ -49,14 +49,14 @@ with the reason in ``note``, never a zero. "Zero" and "constant" are judged with
 tolerance relative to the data's scale (:data:`RTOL`): a spread below ``RTOL`` times the
 largest magnitude involved is float residue (e.g. ``0.3 - (0.1 + 0.2)``), not signal.
 
-The code lives in :mod:`metric_ops.stats_core` (types, tolerance, bootstrap, Wilson),
-:mod:`metric_ops.stats_tests` (paired tests, effect sizes, correlations) and
-:mod:`metric_ops.stats_corpus` (corpus-level resampling); this module re-exports them.
+The code lives in :mod:`metric_ops.stats.core` (types, tolerance, bootstrap, Wilson),
+:mod:`metric_ops.stats.significance` (paired tests, effect sizes, correlations) and
+:mod:`metric_ops.stats.corpus` (corpus-level resampling); this module re-exports them.
 """
 
 from __future__ import annotations
 
-from metric_ops.stats_core import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
+from metric_ops.stats.core import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
     BOOTSTRAP_RESAMPLING,
     CONFIDENCE,
     Correlation,
@@ -91,7 +91,7 @@ from metric_ops.stats_core import (  # noqa: F401  (re-exported: the public API 
     wilson_bounds,
     wilson_interval,
 )
-from metric_ops.stats_tests import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
+from metric_ops.stats.significance import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
     CORRELATION_METHODS,
     cohens_dz,
     cohens_g,
@@ -103,7 +103,7 @@ from metric_ops.stats_tests import (  # noqa: F401  (re-exported: the public API
     paired_permutation_test,
     paired_test,
 )
-from metric_ops.stats_corpus import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
+from metric_ops.stats.corpus import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
     Aggregate,
     _aligned,
     _resampled_totals,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
-from metric_ops.stats_core import (
+from metric_ops.stats.core import (
     CONFIDENCE,
     DEFAULT_RESAMPLES,
     Interval,

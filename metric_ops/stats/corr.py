@@ -9,7 +9,7 @@ tested on random and tied data of many sizes (tests/test_stats.py): r within 1e-
 absolute, p within 1e-9 relative.
 
 Inputs: two 1-d float arrays of equal length n >= 3, finite, neither constant (the caller,
-:func:`metric_ops.stats_tests.correlation`, checks that).
+:func:`metric_ops.stats.significance.correlation`, checks that).
 
 Sources: Pearson (1895); Spearman (1904), p from Student's t with n - 2 degrees of
 freedom; Kendall (1945) tau-b with tie corrections, p exact (Kendall's recursion) without

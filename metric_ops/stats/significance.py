@@ -11,7 +11,7 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
-from metric_ops.stats_core import (
+from metric_ops.stats.core import (
     Correlation,
     DEFAULT_PERMUTATIONS,
     EXACT_MAX_PAIRS,
@@ -205,10 +205,10 @@ def correlation(x: Sequence[float], y: Sequence[float], method: str) -> Correlat
     Undefined (None, with a note) for fewer than 3 pairs or a constant vector (constant
     up to float residue at the vector's scale, see :func:`is_constant`); never 0 in
     that case. Source: ``scipy.stats.pearsonr`` / ``spearmanr`` / ``kendalltau``
-    (tau-b, ties corrected), computed by :mod:`metric_ops.stats_corr` without importing
+    (tau-b, ties corrected), computed by :mod:`metric_ops.stats.corr` without importing
     ``scipy.stats`` (same values: tested against scipy).
     """
-    from metric_ops.stats_corr import kendall_tau_b, pearson, spearman
+    from metric_ops.stats.corr import kendall_tau_b, pearson, spearman
 
     if method not in CORRELATION_METHODS:
         raise StatsError(f"unknown correlation method {method!r}; use one of {', '.join(CORRELATION_METHODS)}")

@@ -37,9 +37,9 @@ Values compare with :func:`values_equal`: ``1 == 1.0``, ``True != 1``.
 References: Patil et al., *The Berkeley Function Calling Leaderboard* (BFCL, 2024) and
 its ``ast_checker`` rules; maximum bipartite matching by augmenting paths (Kuhn, 1955).
 
-Layout (issue 19): parsing in :mod:`metric_ops.toolcall_parsing`, value equality and
-BFCL's rules in :mod:`metric_ops.toolcall_bfcl`, references, argument modes, matching,
-routes and schema validity in :mod:`metric_ops.toolcall_matching`, the metrics here.
+Layout (issue 19): parsing in :mod:`metric_ops.toolcalls.parsing`, value equality and
+BFCL's rules in :mod:`metric_ops.toolcalls.bfcl`, references, argument modes, matching,
+routes and schema validity in :mod:`metric_ops.toolcalls.matching`, the metrics here.
 Every public name stays importable from this module.
 """
 
@@ -48,14 +48,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.toolcall_bfcl import (  # noqa: F401  (public names re-exported from here)
+from metric_ops.toolcalls.bfcl import (  # noqa: F401  (public names re-exported from here)
     BFCL_TYPES,
     bfcl_check_argument,
     bfcl_match_call,
     bfcl_standardize,
     values_equal,
 )
-from metric_ops.toolcall_matching import (  # noqa: F401
+from metric_ops.toolcalls.matching import (  # noqa: F401
     ARG_MODES,
     RouteEvaluation,
     choose_route,
@@ -66,7 +66,7 @@ from metric_ops.toolcall_matching import (  # noqa: F401
     reference_routes,
     validate_call,
 )
-from metric_ops.toolcall_parsing import ParsedCalls, ParseWork, ToolCall, attempted_call_syntax, parse_tool_calls  # noqa: F401
+from metric_ops.toolcalls.parsing import ParsedCalls, ParseWork, ToolCall, attempted_call_syntax, parse_tool_calls  # noqa: F401
 
 # ============================================================================ metrics
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from metric_ops.toolcall_parsing import ToolCall
+from metric_ops.toolcalls.parsing import ToolCall
 
 # ============================================================================ value matching
 

@@ -3,7 +3,7 @@ argument modes, maximum bipartite matching, trajectories and schema validity (sp
 of :mod:`metric_ops.toolcalls`, which re-exports every public name here).
 
 References: maximum bipartite matching by augmenting paths (Kuhn, 1955); BFCL's rules
-in :mod:`metric_ops.toolcall_bfcl`.
+in :mod:`metric_ops.toolcalls.bfcl`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from metric_ops.toolcall_bfcl import bfcl_match_call, values_equal
-from metric_ops.toolcall_parsing import ToolCall, _as_call
+from metric_ops.toolcalls.bfcl import bfcl_match_call, values_equal
+from metric_ops.toolcalls.parsing import ToolCall, _as_call
 
 ARG_MODES: tuple[str, ...] = ("exact", "subset", "name", "bfcl", "auto")
 

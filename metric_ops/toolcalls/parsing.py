@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from metric_ops.toolcall_scan import _PY_CALL_START, ParseWork, _json_spans, attempted_call_syntax
+from metric_ops.toolcalls.scan import _PY_CALL_START, ParseWork, _json_spans, attempted_call_syntax
 from metric_ops.errors import FacetlakeError
 
 # ============================================================================ data model

@@ -1,4 +1,4 @@
-"""Linear-time scanning for the tool-call parser (:mod:`metric_ops.toolcall_parsing`):
+"""Linear-time scanning for the tool-call parser (:mod:`metric_ops.toolcalls.parsing`):
 the work counter, the balanced-bracket scan, and the detection of attempted call syntax.
 """
 

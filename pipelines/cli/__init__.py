@@ -13,12 +13,18 @@ import warnings
 
 import typer
 
-from pipelines import (
-    bfcl_demo, cli_admin, cli_agents, cli_audit, cli_evaluations, cli_lm_eval, cli_query, cli_report, cli_run,
-    judge_cli,
-)
-from pipelines.cli_common import err, first_sentence, show_flags_as_flags
-from pipelines.quiet import quiet_libraries
+from pipelines.cli import demo_bfcl as bfcl_demo
+from pipelines.cli import admin as cli_admin
+from pipelines.cli import agents as cli_agents
+from pipelines.cli import audit as cli_audit
+from pipelines.cli import evaluations as cli_evaluations
+from pipelines.cli import lm_eval as cli_lm_eval
+from pipelines.cli import query as cli_query
+from pipelines.cli import report as cli_report
+from pipelines.cli import run as cli_run
+from pipelines.cli import judge as judge_cli
+from pipelines.cli.common import err, first_sentence, show_flags_as_flags
+from pipelines.cli.quiet import quiet_libraries
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 quiet_libraries()

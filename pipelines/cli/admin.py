@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import LakeOption, console, fail, open_lake
+from pipelines.cli.common import LakeOption, console, fail, open_lake
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -26,7 +26,7 @@ def ui(
     The daemon runs the evaluation_scheduler, inbox_sensor and analysis_sensor (all on by
     default), so scheduled evaluations, inbox drops and fresh verdicts need no hand step.
     """
-    from pipelines.runner import PROJECT_ROOT, dagster_home
+    from pipelines.runs.runner import PROJECT_ROOT, dagster_home
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()))
     if lake:
@@ -51,7 +51,7 @@ def migrate(lake: Optional[str] = LakeOption) -> None:
     Rewrites only the catalog tables and gives old outbound-ledger rows a call id and status;
     samples, generations, scores and runs are not touched. Running it again changes nothing.
     """
-    from resources.migrations import MigrationError, migrate_catalog_identity, pending
+    from resources.lake.migrations import MigrationError, migrate_catalog_identity, pending
 
     store = open_lake(lake)
     todo = pending(store)
@@ -63,7 +63,7 @@ def migrate(lake: Optional[str] = LakeOption) -> None:
     except MigrationError as exc:
         fail(str(exc))
     from assets.partitions import sync_partitions
-    from pipelines.runner import get_instance
+    from pipelines.runs.runner import get_instance
 
     sync_partitions(store, get_instance())
     console.print(f"{store.root}: migrated {', '.join(todo)}: " + ", ".join(f"{t} {n} rows" for t, n in counts.items()))
@@ -78,13 +78,13 @@ def crossval(out: Path = typer.Option(Path("crossvalidation.md"), "--out", help=
     """
     import sys
 
-    from pipelines.quiet import quiet_libraries
+    from pipelines.cli.quiet import quiet_libraries
 
     root = Path(__file__).resolve().parents[1]  # the cross-validation is test tooling beside the product
     if not (root / "benchmarks" / "crossval").is_dir():
-        fail("facetlake crossval runs from a source checkout (benchmarks/crossval/); clone the repository and run it there")
+        fail("facetlake crossval runs from a source checkout (pipelines/crossval/); clone the repository and run it there")
     sys.path.insert(0, str(root))
-    from benchmarks.crossval.run import main as crossval_main
+    from pipelines.crossval.run import main as crossval_main
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     quiet_libraries()

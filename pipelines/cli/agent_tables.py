@@ -9,7 +9,7 @@ import json
 
 import polars as pl
 
-from pipelines.cli_common import console, fail, print_frame
+from pipelines.cli.common import console, fail, print_frame
 
 ORACLE_LABELS = {"episode_pass": "reward", "action_match": "actions", "outputs_match": "outputs", "policy_compliance": "policy"}
 

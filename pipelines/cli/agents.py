@@ -1,5 +1,5 @@
 """``facetlake demo-agents`` and ``facetlake episodes`` (issue 17); the tables they print are
-in pipelines/agent_tables.py."""
+in pipelines/cli/agent_tables.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import CONFIG_DIR, EvaluationOption, LakeOption, console, fail, open_lake
-from pipelines.cli_run import run_specs
+from pipelines.cli.common import CONFIG_DIR, EvaluationOption, LakeOption, console, fail, open_lake
+from pipelines.cli.run import run_specs
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -31,10 +31,10 @@ def demo_agents(
     the per-task table, and writes the HTML report (pass^k curve, task x trial grid, the
     actions that most often go wrong).
     """
-    from pipelines.agent_tables import print_agent_results
+    from pipelines.cli.agent_tables import print_agent_results
     from pipelines.report import ReportError, write_report
     from resources.catalog import evaluation_row
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog.spec import EvaluationSpec
 
     store = open_lake(lake)
     spec = EvaluationSpec.from_yaml(TAU_BENCH_CONFIG)
@@ -57,8 +57,8 @@ def episodes_cmd(
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Print an agent evaluation's pass^k / pass@k per oracle and k, per-task outcomes, task-paired comparisons, consistency and the most often wrong actions."""
-    from metric_ops.agents import PASS_SCORES
-    from pipelines.agent_tables import print_agent_results
+    from metric_ops.agents.oracles import PASS_SCORES
+    from pipelines.cli.agent_tables import print_agent_results
     from resources.catalog import CatalogError, evaluation_row
 
     if oracle not in PASS_SCORES:

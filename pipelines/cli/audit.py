@@ -1,7 +1,7 @@
 """Audit and privacy commands: ``export``, ``verify``, ``profiles``, ``anonymise``, and the
 ``run`` options ``--offline``, ``--anonymise``, ``--profile`` (resolved here).
 
-Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli.py.
+Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli/__init__.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame, refresh_stale_verdicts
+from pipelines.cli.common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame, refresh_stale_verdicts
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -41,9 +41,9 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
     """
     from metric_ops.registry import REGISTRY
     from resources.backends import BACKENDS, parse_model_spec
-    from resources.evaluation import EvaluationSpec, SpecError
-    from resources.privacy import PrivacyConfigError, resolve_policy, validate_privacy
-    from resources.profiles import ProfileError, profile_metrics
+    from resources.catalog.spec import EvaluationSpec, SpecError
+    from resources.privacy.policy import PrivacyConfigError, resolve_policy, validate_privacy
+    from resources.catalog.profiles import ProfileError, profile_metrics
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -102,7 +102,7 @@ def _check_precomputed_files(spec, keep: bool = False) -> None:
 def after_run(spec, lake) -> None:
     """Show the profile's output form after ``facetlake run`` (nothing without a profile)."""
     from resources.catalog import find_evaluation
-    from resources.profiles import load_profile, profile_view
+    from resources.catalog.profiles import load_profile, profile_view
 
     if not spec.profile:
         return
@@ -129,7 +129,7 @@ def export(
     model identities, fingerprint inputs, package versions, the outbound ledger, a SHA-256
     manifest signed with Ed25519, and the manifest's hash anchored in the lake (evidence_exports)."""
     from resources.catalog import CatalogError, evaluation_row
-    from resources.evidence import KEY_FILE_ENV, EvidenceError, export_evidence, load_signing_key
+    from resources.evidence.export import KEY_FILE_ENV, EvidenceError, export_evidence, load_signing_key
 
     store = open_lake(lake)
     if not store.exists("evaluations"):
@@ -162,7 +162,7 @@ def verify(
 ) -> None:
     """Check the signature against a public key, every file's SHA-256, the fingerprint from its
     inputs, the summary and models against the scores, and (with --lake) the anchor; exit 1 unless intact."""
-    from resources.evidence import EvidenceError, load_public_key, verify_evidence
+    from resources.evidence.export import EvidenceError, load_public_key, verify_evidence
 
     try:
         trusted = load_public_key(public_key)
@@ -194,7 +194,7 @@ def keygen(
 
     Encrypts the private key when $FACETLAKE_EVIDENCE_KEY_PASSPHRASE is set. Refuses a folder
     inside the lake and never overwrites a key."""
-    from resources.evidence import PASSPHRASE_ENV, EvidenceError, _inside, generate_keypair
+    from resources.evidence.export import PASSPHRASE_ENV, EvidenceError, _inside, generate_keypair
 
     store = open_lake(lake)
     if _inside(out, store.root):
@@ -213,7 +213,7 @@ def profiles() -> None:
     """List practitioner profiles (shipped and from $FACETLAKE_PROFILES): dimensions, metrics, output form."""
     import polars as pl
 
-    from resources.profiles import list_profiles
+    from resources.catalog.profiles import list_profiles
 
     rows = [{"profile": p.name, "dimensions": ", ".join(p.dimensions), "metrics": ", ".join(p.metrics),
              "judged (with a judge)": ", ".join(p.judged_metrics), "output": p.form, "file": p.source}
@@ -227,8 +227,8 @@ def anonymise(
     strategy: str = typer.Option("rule_based", "--strategy", help="ner (a trained NER model, recommended), rule_based, presidio, model or a comma list."),
 ) -> None:
     """Show what the outbound path would send for TEXT under a strategy, with entity counts."""
-    from resources.anonymise import AnonymisationError
-    from resources.privacy import PrivacyConfigError, resolve_policy
+    from resources.privacy.anonymise import AnonymisationError
+    from resources.privacy.policy import PrivacyConfigError, resolve_policy
 
     try:
         policy = resolve_policy({"anonymise": strategy})

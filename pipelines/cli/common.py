@@ -1,7 +1,7 @@
 """Shared pieces of the ``facetlake`` command line: options, the lake, errors and output.
 
 Every command module (``cli_run``, ``cli_query``, ``cli_report``, ...) imports from here and
-defines its own ``typer.Typer``; ``pipelines/cli.py`` merges them into one ``app``. Nothing
+defines its own ``typer.Typer``; ``pipelines/cli/__init__.py`` merges them into one ``app``. Nothing
 here imports Dagster, polars or a model library at module level, so ``facetlake --help``
 stays fast.
 """
@@ -22,7 +22,7 @@ from rich.console import Console
 console = Console()
 err = Console(stderr=True)
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEMO_CONFIGS = ("sfres.yaml", "qags.yaml")
 
 LakeOption = typer.Option(
@@ -67,15 +67,15 @@ def show_flags_as_flags() -> None:
 
 
 def open_lake(path: Optional[str]):
-    """The :class:`resources.lake.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``).
+    """The :class:`resources.lake.tables.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``).
 
     A malformed ``FACETLAKE_SCORE_WORKERS`` is refused here, before any run starts (one line,
-    :class:`metric_ops.parallel.ParallelConfigError`), not in the middle of a scores step."""
+    :class:`metric_ops.scoring.parallel.ParallelConfigError`), not in the middle of a scores step."""
     if os.environ.get("FACETLAKE_SCORE_WORKERS", "").strip():
-        from metric_ops.parallel import requested_workers
+        from metric_ops.scoring.parallel import requested_workers
 
         requested_workers()
-    from resources.lake import LakeStore
+    from resources.lake.tables import LakeStore
 
     return LakeStore(root=path) if path else LakeStore()
 
@@ -214,9 +214,9 @@ def refresh_stale_verdicts(lake, fingerprints) -> dict[str, list[str]]:
     """Before a command reads verdicts (``compare``, ``report``, ``export``): recompute those
     of the given evaluations (64-hex fingerprints) that are older than their scores, saying
     so (:func:`report_refreshed`), so no command shows a verdict older than the scores it
-    summarises (pipelines/runner.py ``refresh_verdicts``; history and archived evaluations
+    summarises (pipelines/runs/runner.py ``refresh_verdicts``; history and archived evaluations
     are left as stored). Returns fingerprint -> verdict assets recomputed."""
-    from pipelines.runner import refresh_verdicts
+    from pipelines.runs.runner import refresh_verdicts
 
     refreshed = refresh_verdicts(lake, fingerprints)
     report_refreshed(lake, refreshed)

@@ -1,6 +1,6 @@
 """``facetlake demo-bfcl``: the BFCL tool-calling evaluation end to end on the shipped data.
 
-Writes the two precomputed "models" (:func:`resources.bfcl.write_bfcl_demo_outputs`:
+Writes the two precomputed "models" (:func:`resources.datasets.bfcl.write_bfcl_demo_outputs`:
 the possible answers rendered as calls, and a perturbed copy), runs the evaluation in
 ``pipelines/configs/bfcl.yaml`` through the same Dagster assets as every other run, and
 prints the winner of each metric by its declared direction.
@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from pipelines.cli_common import CONFIG_DIR, LakeOption, console, fail, open_lake, print_frame
-from pipelines.cli_run import run_specs
+from pipelines.cli.common import CONFIG_DIR, LakeOption, console, fail, open_lake, print_frame
+from pipelines.cli.run import run_specs
 
 if TYPE_CHECKING:
     import polars as pl
@@ -67,9 +67,9 @@ def demo_bfcl(
     the winner of each metric; the possible answers should win every one.
     """
     from metric_ops.registry import REGISTRY
-    from resources.bfcl import write_bfcl_demo_outputs
+    from resources.datasets.bfcl import write_bfcl_demo_outputs
     from resources.datasets import DatasetError
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog.spec import EvaluationSpec
 
     try:
         paths = write_bfcl_demo_outputs(outputs_dir.resolve(), category)
@@ -83,8 +83,8 @@ def demo_bfcl(
     }
     store = open_lake(lake)
     run_specs([spec], store, "facetlake demo-bfcl: mean per model x metric")
-    from pipelines.runner import summary_table
-    from resources.evaluation import resolve
+    from pipelines.runs.runner import summary_table
+    from resources.catalog.spec import resolve
 
     fingerprint = resolve(spec).fingerprint
     summary = summary_table(store, [fingerprint])

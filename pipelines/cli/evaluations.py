@@ -1,6 +1,6 @@
 """``facetlake evaluations``: list registered evaluations, archive and restore them.
 
-Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli.py.
+Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli/__init__.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import LakeOption, OutputFormat, console, fail, open_lake, print_frame
+from pipelines.cli.common import LakeOption, OutputFormat, console, fail, open_lake, print_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -91,7 +91,7 @@ def evaluations(
 
 def _set(name: str, lake: Optional[str], archived: bool) -> None:
     from assets.partitions import sync_partitions
-    from pipelines.runner import get_instance
+    from pipelines.runs.runner import get_instance
     from resources.catalog import CatalogError, evaluation_row, set_archived
 
     store = open_lake(lake)

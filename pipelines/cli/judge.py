@@ -1,7 +1,7 @@
 """Judge commands: ``facetlake pairwise``, ``facetlake stability`` and
 ``facetlake meta-eval halueval``.
 
-Its ``app`` is merged into the main ``facetlake`` app by ``pipelines/cli.py``.
+Its ``app`` is merged into the main ``facetlake`` app by ``pipelines/cli/__init__.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import typer
 
-from pipelines.cli_common import EvaluationOption, LakeOption, OutputFormat, console, fail, open_lake, print_frame
+from pipelines.cli.common import EvaluationOption, LakeOption, OutputFormat, console, fail, open_lake, print_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -21,7 +21,7 @@ app.add_typer(meta_app, name="meta-eval")
 
 
 def _verdicts_from_rows(rows: list[dict[str, Any]]) -> list[Any]:
-    from metric_ops.pairwise import PairVerdict
+    from metric_ops.judged.pairwise import PairVerdict
 
     out = []
     for r in rows:
@@ -47,8 +47,8 @@ def pairwise(
     """
     import polars as pl
 
-    from metric_ops.pairwise import TOPOLOGIES, position_bias, win_rates
-    from pipelines.runner import _materialize, evaluation_partition, get_instance, stored_partitions
+    from metric_ops.judged.pairwise import TOPOLOGIES, position_bias, win_rates
+    from pipelines.runs.runner import _materialize, evaluation_partition, get_instance, stored_partitions
 
     if topology not in TOPOLOGIES:
         fail(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")
@@ -98,12 +98,12 @@ def stability(
     import polars as pl
 
     from assets.common import load_samples
-    from metric_ops.judging import use_cache
+    from metric_ops.judged.judging import use_cache
     from metric_ops.registry import REGISTRY, UnknownMetricError
-    from metric_ops.runner import score_metric
-    from pipelines.runner import stored_partitions
+    from metric_ops.scoring.rows import score_metric
+    from pipelines.runs.runner import stored_partitions
     from resources.catalog import evaluation_spec
-    from resources.judges import merged_params
+    from resources.scoring.judges import merged_params
 
     store = open_lake(lake)
     parts = [(m, fp) for m, fp in stored_partitions(store, fingerprint) if model is None or m == model]
@@ -176,11 +176,11 @@ def halueval(
     """
     import polars as pl
 
-    from metric_ops.judged import Faithfulness, auroc
-    from metric_ops.judging import MemoryJudgeCache, use_cache
-    from metric_ops.runner import score_metric
+    from metric_ops.judged.geval_jury import Faithfulness, auroc
+    from metric_ops.judged.judging import MemoryJudgeCache, use_cache
+    from metric_ops.scoring.rows import score_metric
     from resources.datasets import DatasetError, make_dataset
-    from resources.judges import merged_params
+    from resources.scoring.judges import merged_params
 
     try:
         samples = make_dataset({"kind": "halueval", "limit": limit, **({"path": path} if path else {})}).load()

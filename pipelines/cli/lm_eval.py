@@ -1,6 +1,6 @@
 """lm-evaluation-harness commands (issue 18): ``facetlake lm-eval`` and ``facetlake import lm-eval``.
 
-Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli.py.
+Its ``app`` is merged into the main ``facetlake`` app by pipelines/cli/__init__.py.
 See docs/lm-eval.md.
 """
 
@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import LakeOption, console, fail, open_lake, print_frame
+from pipelines.cli.common import LakeOption, console, fail, open_lake, print_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -23,7 +23,7 @@ app.add_typer(import_app, name="import")
 def _show(lake, done) -> None:
     import polars as pl
 
-    from pipelines.lm_eval_run import lm_eval_summary_table
+    from pipelines.runs.lm_eval_run import lm_eval_summary_table
 
     print_frame(pl.DataFrame([{"task": d.task, "evaluation": d.evaluation, "model": d.model, "fingerprint": d.fingerprint[:12],
                                 "samples": d.n_samples} for d in done]), title="lm-eval tasks in the lake")
@@ -48,9 +48,9 @@ def _show(lake, done) -> None:
 def _errors():
     from resources.catalog import CatalogError
     from resources.datasets import DatasetError
-    from resources.evaluation import SpecError
-    from resources.lm_eval_bridge import LmEvalError
-    from resources.outbound import OfflineModeError
+    from resources.catalog.spec import SpecError
+    from resources.lm_eval.bridge import LmEvalError
+    from resources.privacy.outbound import OfflineModeError
 
     return (LmEvalError, OfflineModeError, DatasetError, SpecError, CatalogError)
 
@@ -91,9 +91,9 @@ def lm_eval(
     """
     if offline:
         os.environ["FACETLAKE_OFFLINE"] = "1"
-    from pipelines.lm_eval_run import run_and_import
-    from pipelines.runner import get_instance
-    from resources.lm_eval_models import RunSettings, parse_model_args
+    from pipelines.runs.lm_eval_run import run_and_import
+    from pipelines.runs.runner import get_instance
+    from resources.lm_eval.models import RunSettings, parse_model_args
 
     if os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -130,8 +130,8 @@ def import_lm_eval(
 ) -> None:
     """Read an existing lm-eval output (results_*.json + samples_*.jsonl, lm-eval run with
     --log_samples) into the lake, exactly as `facetlake lm-eval` stores a run it made."""
-    from pipelines.lm_eval_run import import_output
-    from pipelines.runner import get_instance
+    from pipelines.runs.lm_eval_run import import_output
+    from pipelines.runs.runner import get_instance
 
     store = open_lake(lake)
     try:

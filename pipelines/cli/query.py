@@ -1,7 +1,7 @@
 """``facetlake sql``, ``metrics`` and ``datasets``: read the lake and the registries.
 
 ``sql`` loads neither Dagster nor a model library: it opens the lake through
-:class:`resources.lake.LakeTables` and DuckDB only (``facetlake sql`` starts in well under
+:class:`resources.lake.tables.LakeTables` and DuckDB only (``facetlake sql`` starts in well under
 a second; benchmarks/bench_startup.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import LakeOption, OutputFormat, fail, first_sentence, print_frame, write_frame
+from pipelines.cli.common import LakeOption, OutputFormat, fail, first_sentence, print_frame, write_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -31,7 +31,7 @@ def sql(
 
     External file access is off, and memory, threads and run time are bounded. `--out`
     exports the result (DuckDB's COPY stays refused: the query cannot write files itself)."""
-    from pipelines.cli_common import OUT_SUFFIXES
+    from pipelines.cli.common import OUT_SUFFIXES
 
     if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
         fail(f"--out {out}: unknown file type {out.suffix or '(none)'!r}; use a name ending in {', '.join(OUT_SUFFIXES)}")
@@ -39,7 +39,7 @@ def sql(
 
     from resources.sql import SQLLimitError, SQLLimits, SQLRefusedError, query
 
-    from resources.lake import LakeTables  # the lake without Dagster: `sql` starts fast
+    from resources.lake.tables import LakeTables  # the lake without Dagster: `sql` starts fast
 
     store = LakeTables(root=lake)
     if not store.tables():
@@ -54,7 +54,7 @@ def sql(
 
         fail(f"{exc}\ntables: {', '.join(t for t in store.tables() if include_raw or t not in RAW_TABLES)}")
     if out is not None:
-        from pipelines.cli_common import console
+        from pipelines.cli.common import console
 
         console.print(write_frame(frame, out), highlight=False)
         return

@@ -1,5 +1,5 @@
 """``facetlake report``, ``facetlake compare`` and ``facetlake lineage`` (merged into the
-main typer app by pipelines/cli.py)."""
+main typer app by pipelines/cli/__init__.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from pipelines.cli_common import (
+from pipelines.cli.common import (
     EVALUATION_HELP, EvaluationOption, LakeOption, console, fail, open_lake, print_frame, refresh_stale_verdicts,
 )
 
@@ -120,7 +120,7 @@ def compare(
         if pw.height:
             print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected")
         if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
-            from pipelines.agent_tables import print_paired
+            from pipelines.cli.agent_tables import print_paired
 
             print_paired(store.read("episode_summary", where={"fingerprint": fp}))
         bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
@@ -174,7 +174,7 @@ def lineage(
     """Print the provenance graph of a fingerprint from the `runs` table: each comparison,
     correlation and summary run, the scores runs (metric signatures) and generations runs
     (model identity) it read, down to the dataset content hash."""
-    from pipelines.lineage import LineageError, build_lineage, render
+    from pipelines.report.lineage import LineageError, build_lineage, render
     from resources.catalog import CatalogError
 
     store = open_lake(lake)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli_common import (
+from pipelines.cli.common import (
     CONFIG_DIR, DEMO_CONFIGS, EvaluationOption, LakeOption, console, fail, open_lake, print_frame, report_refreshed,
 )
 
@@ -17,10 +17,10 @@ app = typer.Typer(rich_markup_mode="markdown")
 
 def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False, submit: bool = False,
                workers: int = 1, show_correlations: bool = False) -> None:
-    from pipelines.launch import LaunchError
+    from pipelines.runs.launch import LaunchError
     from resources.catalog import CatalogCollisionError
-    from resources.evaluation import SpecError
-    from pipelines.runner import get_instance, launch_evaluation, run_evaluation, summary_table
+    from resources.catalog.spec import SpecError
+    from pipelines.runs.runner import get_instance, launch_evaluation, run_evaluation, summary_table
 
     instance = get_instance(capture_logs=submit or workers > 1)  # in-process runs print to this terminal
     fingerprints = []
@@ -49,7 +49,7 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
     print_frame(summary_table(lake, fingerprints), title=title)
     for fp in fingerprints:
         print_verdicts(lake, fp, correlations=show_correlations)
-    from pipelines.agent_tables import print_pass_k_brief  # agent evaluations: pass^k per k (issue 17)
+    from pipelines.cli.agent_tables import print_pass_k_brief  # agent evaluations: pass^k per k (issue 17)
 
     print_pass_k_brief(lake, fingerprints)
     where = lake.root if "://" in lake.root else str(Path(lake.root).expanduser().resolve())  # "lake: lake" said little
@@ -102,7 +102,7 @@ def demo(lake: Optional[str] = LakeOption, limit: Optional[int] = typer.Option(N
     checks), the precomputed system outputs, the scores and the summary, and prints
     mean / n scored / n total per dataset x model x metric.
     """
-    from resources.evaluation import EvaluationSpec
+    from resources.catalog.spec import EvaluationSpec
 
     specs = []
     for name in DEMO_CONFIGS:
@@ -131,7 +131,7 @@ def run(
     and metric signature) and regenerates or rescores only what did; the run says what it
     reused. Metrics added with `facetlake score` stay part of the evaluation.
     """
-    from pipelines.cli_audit import after_run, spec_for_run
+    from pipelines.cli.audit import after_run, spec_for_run
 
     spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile, in_process=not submit and workers == 1)
     run_specs([spec], open_lake(lake), f"{config.name}: mean per model x metric", take_over=take_over, replace=replace,
@@ -151,10 +151,10 @@ def register(
     Materialise it from the UI, or let its `schedule:` run it (`dagster dev` runs the
     evaluation_scheduler sensor by default).
     """
-    from pipelines.runner import get_instance
-    from pipelines.runner import register as do_register
+    from pipelines.runs.runner import get_instance
+    from pipelines.runs.runner import register as do_register
     from resources.catalog import CatalogCollisionError
-    from resources.evaluation import EvaluationSpec, SpecError
+    from resources.catalog.spec import EvaluationSpec, SpecError
 
     try:
         resolved = do_register(EvaluationSpec.from_yaml(config), open_lake(lake), get_instance(), take_over=take_over, replace=replace)
@@ -189,8 +189,8 @@ def score(
     metric is skipped as already scored.
     """
     from metric_ops.registry import UnknownMetricError
-    from pipelines.launch import LaunchError
-    from pipelines.runner import get_instance, rescore
+    from pipelines.runs.launch import LaunchError
+    from pipelines.runs.runner import get_instance, rescore
 
     store = open_lake(lake)
     if not store.exists("generations") and not store.exists("episodes"):
@@ -205,7 +205,7 @@ def score(
               + "; run `facetlake run SPEC.yaml` first")
     import polars as pl
 
-    from pipelines.runner import scoring_outcome
+    from pipelines.runs.runner import scoring_outcome
 
     frame = pl.DataFrame(
         [{"evaluation": d["evaluation"], "model": d["model"], "scored": ", ".join(d["scored"]) or "-",

@@ -1,5 +1,5 @@
 """Comparing facetlake's stored values with a reference library's, case by case (split
-out of :mod:`benchmarks.crossval.crossval`, which re-exports these names).
+out of :mod:`pipelines.crossval.harness`, which re-exports these names).
 
 Values are compared only where both sides define one: cases facetlake stores as
 ``unscored`` (nothing to measure) and cases where the library is undefined (NaN) while
@@ -67,7 +67,7 @@ class FacetlakeValues(NamedTuple):
 
 
 def facetlake_values(variant: Variant, cases: Sequence[Case]) -> FacetlakeValues:
-    """facetlake's values for the cases as stored (through :func:`metric_ops.runner.score_metric`:
+    """facetlake's values for the cases as stored (through :func:`metric_ops.scoring.rows.score_metric`:
     blank references dropped, declared ranges applied, corpus-level settings seeing the
     whole set in one call), in the order of ``variant.scores``; for each value its error
     magnification (1, or the F score's ``detail["f1_condition"]`` where BERTScore's
@@ -80,7 +80,7 @@ def facetlake_values(variant: Variant, cases: Sequence[Case]) -> FacetlakeValues
     computes the same number. Any other ``error`` result is NaN (it agrees only with a
     reference that fails on that case)."""
     from metric_ops.registry import get_metric
-    from metric_ops.runner import drop_blank_references, missing_fields, score_metric
+    from metric_ops.scoring.rows import drop_blank_references, missing_fields, score_metric
 
     metric = get_metric(variant.metric, **variant.params)
     samples = [Sample(sample_id=str(i), input="", references=c.references) for i, c in enumerate(cases)]
@@ -116,7 +116,7 @@ def facetlake_values(variant: Variant, cases: Sequence[Case]) -> FacetlakeValues
 
 def _as_scored(variant: Variant, case: Case) -> Case:
     """``case`` with the references facetlake scores it against: empty or whitespace-only
-    references are no references (:func:`metric_ops.runner.drop_blank_references`), so the
+    references are no references (:func:`metric_ops.scoring.rows.drop_blank_references`), so the
     library is given the same ones (except where an empty gold means "no answer")."""
     from metric_ops.registry import REGISTRY
 

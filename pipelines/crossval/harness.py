@@ -1,7 +1,7 @@
 """Cross-validation of facetlake's metrics against the field's reference implementations.
 
 Pure functions (no Dagster, no Delta, no file reading): the caller supplies the cases
-(``benchmarks/crossval/run.py`` builds them from the real data in ``data/``). The reference
+(``pipelines/crossval/run.py`` builds them from the real data in ``data/``). The reference
 libraries (sacrebleu, nltk, rouge-score, bert-score, sentence-transformers) are imported
 lazily inside the reference functions: ``bert_score`` is a test-only dependency and is
 never needed to *use* facetlake.
@@ -10,7 +10,7 @@ never needed to *use* facetlake.
 one row per variant: ``variant, cases, real_cases, sources, max_abs_error,
 max_scaled_error, tolerance, passed, reference, reference_version``. :func:`report_markdown` renders those rows.
 ROUGE-W/S/SU have no Python reference: they are checked against the ROUGE-1.5.5 Perl
-script's known answers and hand-worked examples (benchmarks/crossval/crossval_rouge.py), and the
+script's known answers and hand-worked examples (pipelines/crossval/rouge.py), and the
 report says so.
 """
 
@@ -27,8 +27,8 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from metric_ops.base import Sample
-from benchmarks.crossval.crossval_rouge import ROUGE_WORKED_EXAMPLES, known_answer_rows, known_answer_section, worked_example_rows  # noqa: F401
-from benchmarks.crossval.crossval_compare import (  # noqa: F401  (re-exported: the comparison lives there)
+from pipelines.crossval.rouge import ROUGE_WORKED_EXAMPLES, known_answer_rows, known_answer_section, worked_example_rows  # noqa: F401
+from pipelines.crossval.compare import (  # noqa: F401  (re-exported: the comparison lives there)
     LEXICAL_TOLERANCE,
     NEURAL_TOLERANCE,
     Case,
@@ -211,7 +211,7 @@ def _nltk_meteor(cases: Sequence[Case], whitespace: bool = False) -> list[list[f
     from nltk.tokenize import NLTKWordTokenizer
     from nltk.translate.meteor_score import meteor_score
 
-    from metric_ops.meteor import load_wordnet
+    from metric_ops.lexical.meteor import load_wordnet
 
     load_wordnet()  # puts the repository's .nltk_data on NLTK's path when needed
     split = str.split if whitespace else NLTKWordTokenizer().tokenize
@@ -299,7 +299,7 @@ def bert_score_reference(
 
 def _bert_score(idf: bool = False, baseline: Sequence[float] | None = None) -> Callable[[Sequence[Case]], list[list[float]]]:
     def run(cases: Sequence[Case]) -> list[list[float]]:
-        from metric_ops.embeddings import get_encoder
+        from metric_ops.neural.embeddings import get_encoder
 
         enc = get_encoder(None)
         return bert_score_reference(cases, enc.path, enc.num_layers, idf=idf, baseline=baseline)
@@ -310,7 +310,7 @@ def _bert_score(idf: bool = False, baseline: Sequence[float] | None = None) -> C
 def _sentence_transformers(cases: Sequence[Case]) -> list[list[float]]:
     from sentence_transformers import SentenceTransformer
 
-    from metric_ops.embeddings import default_model_path
+    from metric_ops.neural.embeddings import default_model_path
 
     model = SentenceTransformer(default_model_path(), device="cpu")
     texts = list(dict.fromkeys([*(c.prediction for c in cases), *(r for c in cases for r in c.references)]))

@@ -1,12 +1,12 @@
 """Cross-validation of ROUGE-W/S/SU (and ROUGE-1/2/L) against the ROUGE-1.5.5 Perl script
 and hand-worked examples (issue 15, kind 8).
 
-Two checks, both rows of the ``facetlake crossval`` report (:mod:`benchmarks.crossval.crossval`):
+Two checks, both rows of the ``facetlake crossval`` report (:mod:`pipelines.crossval.harness`):
 
 - :func:`known_answer_rows`: facetlake against the values ROUGE-1.5.5 printed on 412 pairs
   (300 SF-RES system outputs vs references, 100 QAGS-CNNDM summaries vs articles, 12
   hand-made pairs; ROUGE-W/S/SU also on 42 two-reference pairs, pooled as ``-f A``, and 2
-  multi-line cases), stored in ``tests/data/rouge155_known_answers.json`` (the Perl script
+  multi-line cases), stored in ``pipelines/crossval/rouge155_known_answers.json`` (the Perl script
   is not shipped; ``scripts/rouge155_known_answers.py`` regenerates the file). Script
   options ``-a -n 2 -w 1.2 -2 4 -U -f A -d -z SPL``: no stemming (no ``-m``), stopwords
   kept (no ``-s``), each text on one line. facetlake runs with its defaults
@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from metric_ops.base import Sample
 
-KNOWN_ANSWERS = Path(__file__).resolve().parents[2] / "tests" / "data" / "rouge155_known_answers.json"
+KNOWN_ANSWERS = Path(__file__).resolve().with_name("rouge155_known_answers.json")
 PRINTED_TOLERANCE = 5e-6
 WORKED_TOLERANCE = 1e-9
 # 1.5.5's printed name -> (facetlake metric, parameters)
@@ -112,7 +112,7 @@ def known_answer_comparison(known: dict[str, Any] | None = None) -> dict[str, di
 
 
 def known_answer_rows(known: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Report rows (the shape of :func:`benchmarks.crossval.crossval.compare`'s) for the ROUGE-1.5.5
+    """Report rows (the shape of :func:`pipelines.crossval.harness.compare`'s) for the ROUGE-1.5.5
     known answers, one per metric, with ``known_answers`` details for the report section."""
     known = known or load_known_answers()
     sources = collections.Counter(p["id"].split("-")[0] for p in known["pairs"])
@@ -156,7 +156,7 @@ def known_answer_section(rows: Sequence[dict[str, Any]]) -> list[str]:
         "ROUGE-W, ROUGE-S and ROUGE-SU have no Python reference library. facetlake's default",
         "(`variant=rouge155`) is checked against the ROUGE-1.5.5 Perl script's printed values on",
         f"{rows[0]['cases']} pairs ({rows[0]['sources']}: SF-RES system outputs vs references, QAGS-CNNDM",
-        "summaries vs articles, hand-made pairs), stored in `tests/data/rouge155_known_answers.json`",
+        "summaries vs articles, hand-made pairs), stored in `pipelines/crossval/rouge155_known_answers.json`",
         "(the script is not shipped; `scripts/rouge155_known_answers.py` regenerates the file).",
         "ROUGE-W/S/SU also run on 42 two-reference pairs (40 SF-RES outputs with their reference and the next",
         "row's), where `variant=rouge155` pools the references as the script's `-f A` does, and on 2 multi-line",

@@ -2,8 +2,8 @@
 on real data (SF-RES, QAGS-CNNDM, SelfAware) plus edge cases.
 
 Regenerate the Markdown file with ``facetlake crossval [--out OUTPUT.md]`` or
-``python -m benchmarks.crossval.run [OUTPUT.md]`` (default
-``docs/crossvalidation.md``). The comparison itself is :func:`benchmarks.crossval.crossval.crossvalidate`;
+``python -m pipelines.crossval.run [OUTPUT.md]`` (default
+``docs/crossvalidation.md``). The comparison itself is :func:`pipelines.crossval.harness.crossvalidate`;
 this module only loads the cases and writes the file. The reference libraries
 (bert-score in particular) are test-only dependencies: install the ``test`` extra.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 
-from benchmarks.crossval.crossval import Case, crossvalidate, edge_cases, report_markdown
+from pipelines.crossval.harness import Case, crossvalidate, edge_cases, report_markdown
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_DIR = PROJECT_ROOT / "data"
@@ -113,7 +113,7 @@ def write_report(path: str | os.PathLike | None = None, data_dir: str | os.PathL
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.crossval.run [OUTPUT.md]``: write the report, print a summary
+    """``python -m pipelines.crossval.run [OUTPUT.md]``: write the report, print a summary
     (the variants out of tolerance by name), exit 1 on failure."""
     args = sys.argv[1:] if argv is None else argv
     path, rows = write_report(args[0] if args else None)

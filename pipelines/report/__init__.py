@@ -27,15 +27,15 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from pipelines.report_agents import agent_sections, load_agent_data
-from pipelines.report_data import ReportData, ReportError, load_report_data
-from pipelines.report_html import CSS, Figures, esc
-from pipelines.report_samples import section_multirun, section_sample_heatmap, section_samples, section_timeline
-from pipelines.report_sections import (
+from pipelines.report.agents import agent_sections, load_agent_data
+from pipelines.report.data import ReportData, ReportError, load_report_data
+from pipelines.report.html import CSS, Figures, esc
+from pipelines.report.samples import section_multirun, section_sample_heatmap, section_samples, section_timeline
+from pipelines.report.sections import (
     section_bertscore, section_boxes, section_correlations, section_headline, section_hallucination, section_jury,
     section_overview, section_radar, section_triad,
 )
-from resources.lake import LakeTables
+from resources.lake.tables import LakeTables
 
 __all__ = ["ReportData", "ReportError", "build_html", "load_report_data", "write_report"]
 

@@ -1,5 +1,5 @@
 """Report sections for agent episodes (issue 17), added to the HTML report of an evaluation
-whose fingerprint has episodes (pipelines/report.py calls :func:`load_agent_data` and
+whose fingerprint has episodes (pipelines/report/__init__.py calls :func:`load_agent_data` and
 :func:`agent_sections`):
 
 - ``agents-passk``: the pass^k curve against k (and pass@k, dashed) per model and oracle,
@@ -22,9 +22,9 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.report_data import ReportData
-from pipelines.report_html import PALETTE, Figures, Section, absent, esc, fmt, html_table
-from resources.lake import LakeStore
+from pipelines.report.data import ReportData
+from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
+from resources.lake.tables import LakeStore
 
 ORACLE_NAMES = {"episode_pass": "reward (environment)", "action_match": "write actions", "outputs_match": "required outputs",
                 "policy_compliance": "policy rule"}

@@ -3,7 +3,7 @@
 
 When the ``comparisons``/``correlations`` tables hold nothing for the fingerprint, the same
 statistics are computed in memory by :func:`metric_ops.compare.compare_models` and
-:func:`metric_ops.meta_eval.correlation_rows` (the functions the assets call), and the
+:func:`metric_ops.compare.meta_eval.correlation_rows` (the functions the assets call), and the
 report says so.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from resources.lake import LakeTables
+from resources.lake.tables import LakeTables
 from metric_ops.errors import FacetlakeError
 
 MAX_RUNS = 5
@@ -51,7 +51,7 @@ class ReportData:
     compare_differences: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, int | None] = field(default_factory=dict)
     baseline: str | None = None
-    agents: dict[str, Any] | None = None  # agent episodes (issue 17): pipelines/report_agents.py
+    agents: dict[str, Any] | None = None  # agent episodes (issue 17): pipelines/report/agents.py
 
 
 # ----------------------------------------------------------------------------- loading
@@ -185,7 +185,7 @@ def load_report_data(
 def _with_columns(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
     """``rows`` with every column of the lake table ``table`` (None where a row lacks it),
     as the stored rows have them; ``detail`` stays a dict."""
-    from resources.lake import SCHEMAS
+    from resources.lake.tables import SCHEMAS
 
     names = SCHEMAS[table].names
     return [{**{n: None for n in names}, **r, "detail": r.get("detail") or {}} for r in rows]
@@ -205,11 +205,11 @@ def recompute_comparisons(scores: pl.DataFrame, baseline: str | None) -> list[di
 
 def recompute_correlations(lake: LakeTables, fingerprint: str, scores: pl.DataFrame) -> list[dict[str, Any]]:
     """The correlations rows of one fingerprint, computed in memory by
-    :func:`metric_ops.meta_eval.correlation_rows` per model (as the correlations asset
+    :func:`metric_ops.compare.meta_eval.correlation_rows` per model (as the correlations asset
     does): corpus-level scores left out, human ratings only for a model whose outputs are
     the rated dataset column (``precomputed:column=NAME``)."""
     from metric_ops.compare import corpus_metrics, legacy_corpus_metrics
-    from metric_ops.meta_eval import correlation_rows
+    from metric_ops.compare.meta_eval import correlation_rows
     from resources.catalog import CatalogError, model_spec
 
     per_sample = scores.filter(~pl.col("metric").is_in(sorted(corpus_metrics(scores) | legacy_corpus_metrics(scores))))

@@ -9,9 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.report_data import MAX_RUNS, PAGE_SIZE, TIERS, ReportData, _metric_ranges, _scale, _scored
-from pipelines.report_html import PALETTE, Figures, Section, absent, esc, fmt, html_table
-from pipelines.report_sections import _detail_rows
+from pipelines.report.data import MAX_RUNS, PAGE_SIZE, TIERS, ReportData, _metric_ranges, _scale, _scored
+from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
+from pipelines.report.sections import _detail_rows
 
 
 def section_sample_heatmap(d: ReportData, figs: Figures) -> Section:

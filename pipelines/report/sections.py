@@ -10,8 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
-from pipelines.report_data import BERTSCORE, HALLUCINATION_FLAG, MAX_RUNS, TRIAD, ReportData, _metric_ranges, _scale, _scored
-from pipelines.report_html import PALETTE, Figures, Section, absent, esc, fmt, html_table
+from pipelines.report.data import BERTSCORE, HALLUCINATION_FLAG, MAX_RUNS, TRIAD, ReportData, _metric_ranges, _scale, _scored
+from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
 
 
 def section_overview(d: ReportData) -> Section:

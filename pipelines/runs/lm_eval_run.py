@@ -2,14 +2,14 @@
 
 Every path ends in the same place: an lm-eval output folder (``results_<date>.json`` +
 ``samples_<task>_<date>.jsonl``) becomes, per task, one evaluation registered and
-materialised through :mod:`pipelines.runner` (samples, generations with
+materialised through :mod:`pipelines.runs.runner` (samples, generations with
 ``lm_eval_responses``, scores, summary, comparisons, correlations) plus the
 ``lm_eval_summary`` asset that puts lm-eval's aggregates beside facetlake's.
 
 - :func:`import_output`: ``facetlake import lm-eval PATH`` (a folder lm-eval wrote anywhere);
 - :func:`run_and_import`: ``facetlake lm-eval TASKS --model SPEC`` (runs lm-eval, then imports);
 - :func:`run_lm_eval_spec`: an evaluation spec with an ``lm_eval:`` section (``facetlake run``;
-  called by :func:`pipelines.runner.run_evaluation`).
+  called by :func:`pipelines.runs.runner.run_evaluation`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import dagster as dg
 
-from resources.evaluation import EvaluationSpec, ResolvedEvaluation, resolve, slugify_model
-from resources.lake import LakeStore
-from resources.lm_eval_bridge import (
+from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve, slugify_model
+from resources.lake.tables import LakeStore
+from resources.lm_eval.bridge import (
     PREFIX,
     LmEvalError,
     TaskRun,
@@ -160,7 +160,7 @@ def _merge_existing(spec: EvaluationSpec, lake: LakeStore, keep_name: bool) -> E
 
 def materialize_lm_eval_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """Materialise the ``lm_eval_summary`` asset (and its agreement check) for one fingerprint."""
-    from pipelines.runner import _materialize, evaluation_partition
+    from pipelines.runs.runner import _materialize, evaluation_partition
 
     return _materialize(["lm_eval_summary"], evaluation_partition(lake, fingerprint), lake, instance)
 
@@ -179,7 +179,7 @@ def import_task_runs(
     """Register and materialise each ``(TaskRun, facetlake spec that ran it or None)`` as its
     task's evaluation with one model (added to the models already there under the same
     fingerprint); returns what was imported."""
-    from pipelines.runner import materialize_analysis, materialize_model, materialize_samples, register
+    from pipelines.runs.runner import materialize_analysis, materialize_model, materialize_samples, register
 
     runs = list(runs)
     several = len({run.task for run, _ in runs}) > 1
@@ -240,13 +240,13 @@ def run_and_import(
     privacy: Mapping[str, Any] | None = None,
 ) -> list[Imported]:
     """Run ``tasks`` on ``model_spec`` with lm-eval (its own model class; see
-    resources/lm_eval_models.py), save its output, and import it (:func:`import_task_runs`).
+    resources/lm_eval/models.py), save its output, and import it (:func:`import_task_runs`).
 
     The outbound rules are checked before lm-eval is called: an ``api:`` model is refused
     in offline mode, and while anonymisation is on; its requests are recorded in the
     outbound ledger.
     """
-    from resources.lm_eval_models import RunSettings, check_outbound, lm_eval_model, outbound_ledger, run_tasks
+    from resources.lm_eval.models import RunSettings, check_outbound, lm_eval_model, outbound_ledger, run_tasks
 
     settings = settings or RunSettings()
     model = lm_eval_model(model_spec, model_args=model_args, api_mode=api_mode, api_key_env=api_key_env)
@@ -271,8 +271,8 @@ def run_and_import(
 
 
 def settings_from_section(section: Mapping[str, Any]) -> Any:
-    """:class:`resources.lm_eval_models.RunSettings` from a spec's ``lm_eval:`` section."""
-    from resources.lm_eval_models import RunSettings
+    """:class:`resources.lm_eval.models.RunSettings` from a spec's ``lm_eval:`` section."""
+    from resources.lm_eval.models import RunSettings
 
     include = section.get("include_path") or ()
     return RunSettings(
@@ -294,9 +294,9 @@ def settings_from_section(section: Mapping[str, Any]) -> Any:
 def run_lm_eval_spec(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
     """Run an evaluation spec's ``lm_eval:`` task on every model of the spec with lm-eval,
     then register and materialise it as one evaluation (all models under one fingerprint)
-    with the lm-eval summary. Called by :func:`pipelines.runner.run_evaluation`."""
-    from pipelines.runner import run_evaluation
-    from resources.lm_eval_models import check_outbound, lm_eval_model, outbound_ledger, parse_model_args, run_tasks
+    with the lm-eval summary. Called by :func:`pipelines.runs.runner.run_evaluation`."""
+    from pipelines.runs.runner import run_evaluation
+    from resources.lm_eval.models import check_outbound, lm_eval_model, outbound_ledger, parse_model_args, run_tasks
 
     section = dict(spec.lm_eval)
     task = section["task"]

@@ -31,7 +31,7 @@ Use it in ``dagster.yaml``::
 
     storage:
       custom:
-        module: pipelines.pg_storage
+        module: pipelines.runs.pg_storage
         class: SchemaLockedPostgresStorage
         config:
           postgres_url: {env: FACETLAKE_PG_URL}

@@ -19,12 +19,12 @@ import polars as pl
 from assets.catalog import report_catalog
 from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
-from pipelines.run_health import fail_dead_runs, process_tags
+from pipelines.runs.run_health import fail_dead_runs, process_tags
 from resources.catalog import CatalogError, add_metrics, evaluation_row, evaluation_spec, pairs_of, register_evaluation
-from resources.evaluation import EvaluationSpec, ResolvedEvaluation, resolve
-from resources.lake import LakeStore
+from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve
+from resources.lake.tables import LakeStore
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def dagster_home() -> Path:
@@ -53,11 +53,11 @@ def _instance_lock(home: Path) -> Iterator[None]:
 def get_instance(ephemeral: bool = False, capture_logs: bool = True) -> dg.DagsterInstance:
     """The persistent Dagster instance under :func:`dagster_home` (or an ephemeral one).
     Runs of this host left in progress by a killed process are marked failed first
-    (pipelines/run_health.py).
+    (pipelines/runs/run_health.py).
 
     ``capture_logs=False`` is for a process that executes its runs itself (in process): their
     stdout/stderr go to the terminal and are not copied into Dagster's compute logs, and the
-    default SQLite event log keeps one engine per file (pipelines/instance_storage.py). Runs
+    default SQLite event log keeps one engine per file (pipelines/runs/instance_storage.py). Runs
     launched or submitted from this instance would inherit that (the run worker gets this
     instance's settings), so only pass it where every run stays in this process."""
     if ephemeral:
@@ -70,7 +70,7 @@ def get_instance(ephemeral: bool = False, capture_logs: bool = True) -> dg.Dagst
         if capture_logs or not os.path.isabs(home_dir):
             instance = dg.DagsterInstance.get()  # (its own error for a relative $DAGSTER_HOME)
         else:
-            from pipelines.instance_storage import in_process_instance
+            from pipelines.runs.instance_storage import in_process_instance
 
             instance = in_process_instance(home_dir)
     fail_dead_runs(instance)  # runs of this host whose process was killed stop blocking the queue (issue 16)
@@ -91,7 +91,7 @@ def register(
     name or fingerprint (:class:`~resources.catalog.CatalogCollisionError`) unless
     ``take_over`` / ``replace``. The returned object's ``registration`` says what changed.
     ``in_process``: this process materialises the samples next (the loaded dataset is
-    handed to it, :func:`resources.evaluation.load_dataset`).
+    handed to it, :func:`resources.catalog.spec.load_dataset`).
     """
     from collections import Counter
 
@@ -205,7 +205,7 @@ def materialize_analysis(
     ``comparisons`` (with its regression check), ``correlations``, and for an agent
     evaluation ``episode_summary`` (pass@k / pass^k, issue 17); or exactly ``assets``
     (e.g. the stale ones, :func:`assets.freshness.stale_verdicts`)."""
-    from resources.episodes import has_episodes
+    from resources.agents.episodes import has_episodes
 
     if assets is None:
         agents = ["episode_summary"] if has_episodes(lake, evaluation_row(lake, fingerprint)["fingerprint"]) else []
@@ -238,7 +238,7 @@ def run_evaluation(
     """Register ``spec`` and materialise samples, every model's generations and scores (the
     evaluation's current models, including those the inbox added), and its verdicts."""
     if spec.lm_eval and not spec.dataset.get("path"):  # lm-eval runs the task first (issue 18)
-        from pipelines.lm_eval_run import run_lm_eval_spec
+        from pipelines.runs.lm_eval_run import run_lm_eval_spec
 
         return run_lm_eval_spec(spec, lake, instance)
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace, in_process=True)
@@ -270,11 +270,11 @@ def launch_evaluation(
     take_over: bool = False, replace: bool = False, timeout_s: float | None = None,
 ) -> ResolvedEvaluation:
     """Like :func:`run_evaluation`, but every step is a Dagster run created on ``instance``
-    through the code location (pipelines/launch.py): ``submit`` queues them (pools, retries,
+    through the code location (pipelines/runs/launch.py): ``submit`` queues them (pools, retries,
     run monitoring and the daemon apply); otherwise they go straight to the run launcher,
     ``workers`` pair runs at a time. Steps run on the configured executor (multiprocess or
     Celery workers). Samples first, then every pair in parallel, then the verdicts."""
-    from pipelines.launch import RunSpec, run_all, workspace
+    from pipelines.runs.launch import RunSpec, run_all, workspace
 
     share_cores(workers if not submit else None)
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
@@ -298,7 +298,7 @@ def launch_verdicts(
     returns fingerprint -> stale verdict assets (only those that had some)."""
     from assets.freshness import active_fingerprints, freshness
     from pipelines.jobs import verdict_jobs
-    from pipelines.launch import RunSpec, run_all
+    from pipelines.runs.launch import RunSpec, run_all
 
     stale = {fp: state.stale for fp, state in freshness(lake, active_fingerprints(lake, fingerprints)).items() if state.stale}
     config = {"resources": {"lake": {"config": {"root": lake.root}}}}
@@ -314,7 +314,7 @@ def share_cores(concurrent_runs: int | None) -> None:
     1) instead of a pool the size of the machine per run. Set in this process's environment
     before the code server starts, so the runs it launches inherit it; a value the user set
     is kept."""
-    from metric_ops.parallel import WORKERS_ENV, usable_cpus
+    from metric_ops.scoring.parallel import WORKERS_ENV, usable_cpus
 
     if concurrent_runs and concurrent_runs > 1 and not os.environ.get(WORKERS_ENV, "").strip():
         os.environ[WORKERS_ENV] = str(max(1, usable_cpus() // concurrent_runs))
@@ -351,8 +351,8 @@ def rescore(
     and ``verdicts_refreshed``: the evaluation's verdict assets recomputed (empty when fresh).
     """
     from metric_ops.registry import REGISTRY
-    from resources.metric_inputs import build_metric
-    from resources.judges import merged_params, parse_param_overrides
+    from resources.scoring.metric_inputs import build_metric
+    from resources.scoring.judges import merged_params, parse_param_overrides
 
     names = [REGISTRY.resolve(m) for m in metrics]
     overrides = parse_param_overrides(list(params or []))
@@ -389,7 +389,7 @@ def rescore(
     refreshed: dict[str, list[str]] = {}
     if submit:
         from assets.freshness import freshness
-        from pipelines.launch import RunSpec, run_all, workspace
+        from pipelines.runs.launch import RunSpec, run_all, workspace
 
         config = {"resources": {"lake": {"config": {"root": lake.root}}}}
         specs = [RunSpec("scores_job", model_partition(lake, d["model"], d["fingerprint"]), {"facetlake/source": "cli-submit"},

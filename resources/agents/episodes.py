@@ -32,7 +32,7 @@ content hash, and the evaluation's fingerprint, cover the tasks and not any agen
 trajectories: two agents run on the same tasks share a fingerprint and are compared
 task-paired. The agent's episodes go to the ``episodes`` table (assets/episodes.py), one
 row per (task, trial), from ``precomputed:FILE`` or from a live backend
-(resources/episode_runner.py).
+(resources/agents/runner.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
-from metric_ops.agents import episode_calls, final_answer
+from metric_ops.agents.oracles import episode_calls, final_answer
 from metric_ops.base import Sample
 from resources.datasets import Dataset, DatasetError, _read_json_or_jsonl
 
@@ -264,7 +264,7 @@ class EpisodesDataset(Dataset):
     Options: ``format`` (``auto``, ``tau_bench``, ``openai_jsonl``); ``write_tools`` (tool
     names that change the environment's state, overriding the file's; τ-bench files get
     τ-bench's airline and retail write tools); for live runs ``environment`` (a
-    ``module:Class`` tool environment, resources/episode_runner.py), ``max_turns`` (agent
+    ``module:Class`` tool environment, resources/agents/runner.py), ``max_turns`` (agent
     turns before an episode is cut), ``user`` (``scripted``, the default, or ``model``) and
     ``user_model`` (the model spec that plays the user when ``user: model``). Every option
     is copied into each sample's metadata, so it is part of the content hash.
@@ -294,7 +294,7 @@ class EpisodesDataset(Dataset):
             if value is not None:
                 metadata.setdefault(key, value)
         if metadata.get("write_tools") is None and metadata.get("environment"):
-            from resources.episode_runner import EnvironmentLoadError, load_environment
+            from resources.agents.runner import EnvironmentLoadError, load_environment
 
             try:  # a live task's write tools are its environment's
                 metadata["write_tools"] = list(load_environment(str(metadata["environment"])).write_tools)
@@ -317,7 +317,7 @@ def episode_id(task_id: str, trial: int) -> str:
 
 def episode_row(record: EpisodeRecord, *, model: str, fingerprint: str, dataset: str, run_id: str, created_at: Any,
                 backend: str, status: str = "ok", error: str | None = None) -> dict[str, Any]:
-    """The ``episodes`` table row of one episode (see resources/lake.py SCHEMAS)."""
+    """The ``episodes`` table row of one episode (see resources/lake/tables.py SCHEMAS)."""
     messages = record.messages or []
     calls, _ = episode_calls(messages)
     return {

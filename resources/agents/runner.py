@@ -1,6 +1,6 @@
 """Live agent episodes: drive a model through the project's backends against a tool
 environment (a Python class) and a scripted user, and record each episode in the shape the
-``episodes`` table stores (:class:`resources.episodes.EpisodeRecord`).
+``episodes`` table stores (:class:`resources.agents.episodes.EpisodeRecord`).
 
 Pieces:
 
@@ -35,12 +35,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from metric_ops.agents import said_to_user, tau_bench_output_found
+from metric_ops.agents.oracles import said_to_user, tau_bench_output_found
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
 from metric_ops.toolcalls import parse_tool_calls
 from resources.backends import GenerationRequest, ModelBackend
-from resources.episodes import EpisodeRecord
+from resources.agents.episodes import EpisodeRecord
 
 STOP = "###STOP###"
 DEFAULT_MAX_TURNS = 12
@@ -148,7 +148,7 @@ def load_environment(spec: str) -> type[ToolEnvironment]:
         raise EnvironmentLoadError(f"cannot import the environment module {module_name!r} ({exc}); is it on PYTHONPATH?") from None
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, ToolEnvironment)):
-        raise EnvironmentLoadError(f"{spec!r} is not a ToolEnvironment subclass (resources/episode_runner.py)")
+        raise EnvironmentLoadError(f"{spec!r} is not a ToolEnvironment subclass (resources/agents/runner.py)")
     return cls
 
 

@@ -49,7 +49,7 @@ class GenerationRequest:
     prompt: str
     messages: list[dict[str, str]] | None = None
     # multiple-choice adapters in log-likelihood mode: score each continuation after
-    # ``prompt`` instead of generating (see resources/adapters.py); labels name them
+    # ``prompt`` instead of generating (see resources/prompting/adapters.py); labels name them
     continuations: list[str] | None = None
     labels: list[str] | None = None
 
@@ -225,11 +225,11 @@ class PrecomputedBackend(ModelBackend):
 
 # one line per backend kind (spec prefix); a new backend adds its line here
 BACKENDS: Registry[type[ModelBackend]] = Registry("backend", base=ModelBackend, builtins={
-    "hf": "resources.backend_hf:HFBackend",                      # a local transformers causal LM (issue 7)
-    "vllm": "resources.backend_vllm:VLLMBackend",                # vLLM's offline engine, imported lazily (issue 7)
-    "api": "resources.backend_api:APIBackend",                   # an OpenAI-compatible endpoint (issue 7)
-    "heuristic": "resources.heuristics:HeuristicBackend",        # reference systems: lead-3, copy-input (issue 8)
-    "lm_eval": "resources.lm_eval_bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
+    "hf": "resources.backends.hf:HFBackend",                      # a local transformers causal LM (issue 7)
+    "vllm": "resources.backends.vllm:VLLMBackend",                # vLLM's offline engine, imported lazily (issue 7)
+    "api": "resources.backends.api:APIBackend",                   # an OpenAI-compatible endpoint (issue 7)
+    "heuristic": "resources.backends.heuristic:HeuristicBackend",        # reference systems: lead-3, copy-input (issue 8)
+    "lm_eval": "resources.lm_eval.bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
 })
 BACKENDS.register("precomputed", PrecomputedBackend)                # defined above: rows read from a file
 PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}

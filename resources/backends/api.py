@@ -2,16 +2,16 @@
 
 Any server speaking the OpenAI REST format: OpenAI, vLLM ``serve``, Ollama, DeepSeek,
 Groq, Mistral, xAI, Together, a local server. Every request goes through
-:mod:`resources.outbound` (offline guard, anonymiser, outbound ledger); nothing here
+:mod:`resources.privacy.outbound` (offline guard, anonymiser, outbound ledger); nothing here
 opens a connection by itself.
 
 - Endpoint: chat completions by default; ``runtime.api_mode: completions`` uses
   ``/v1/completions`` with the plain prompt (base models). Multiple-choice
   log-likelihood always uses ``/v1/completions`` with ``echo=True, logprobs=1,
   max_tokens=0`` (vLLM serve supports it; OpenAI's chat-only models do not).
-- Key: through :func:`resources.keys.resolve_key` with ``env`` = ``runtime.api_key_env``
+- Key: through :func:`resources.privacy.keys.resolve_key` with ``env`` = ``runtime.api_key_env``
   (default ``OPENAI_API_KEY``): a per-run key provided under that name
-  (``resources.keys.provide_key(NAME, key)``, bring-your-own-key), else that environment
+  (``resources.privacy.keys.provide_key(NAME, key)``, bring-your-own-key), else that environment
   variable. A loopback server (127.0.0.1, localhost) needs none. The key is read when the
   client is built, registered for redaction, and never written to a table, a log,
   metadata or an error message.
@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
-from resources import outbound
+from resources.privacy import outbound
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
-from resources.logprobs import make_records
+from resources.backends.logprobs import make_records
 
 _SPEC = re.compile(r"^api:(?P<model>[^@\s]+)@(?P<url>https?://\S+)$")
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -73,7 +73,7 @@ class APIBackend(ModelBackend):
         return str(self.runtime.get("api_key_env") or "OPENAI_API_KEY")
 
     def _resolve_key(self) -> str:
-        from resources.keys import resolve_key
+        from resources.privacy.keys import resolve_key
 
         key = resolve_key(env=self._key_env(), provided=self._key_env(), required=False)
         if key:
@@ -104,7 +104,7 @@ class APIBackend(ModelBackend):
                 "key_variable": self._key_env()}
 
     def _scrub(self, message: str) -> str:
-        from resources.keys import redact
+        from resources.privacy.keys import redact
 
         key = self._key
         if key and len(key) >= 4:

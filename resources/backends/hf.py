@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend
-from resources.logprobs import make_records
+from resources.backends.logprobs import make_records
 
 _CACHE: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 _LOCK = threading.Lock()

@@ -9,7 +9,7 @@ vLLM is an optional extra (``pip install 'facetlake[vllm]'``), imported only whe
   prompts through ``LLM.generate``, all in one call (vLLM batches internally).
 - ``SamplingParams(temperature, top_p, max_tokens, seed, stop, logprobs=top_logprobs)``:
   each generated token's log-probability (vLLM returns the sampled token plus the top
-  ``k``), written as the same records as every other backend (resources/logprobs.py).
+  ``k``), written as the same records as every other backend (resources/backends/logprobs.py).
 - Multiple-choice log-likelihood with ``prompt_logprobs=1`` over prompt+continuation.
 
 The engine is cached per (name, runtime) in the process.
@@ -22,7 +22,7 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend
-from resources.logprobs import make_records
+from resources.backends.logprobs import make_records
 
 _ENGINES: dict[str, Any] = {}
 

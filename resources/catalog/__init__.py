@@ -21,14 +21,14 @@ Identity (DESIGN.md, "Identity"):
 Every lookup accepts an evaluation name, a unique prefix of a name or fingerprint, or a
 partition key (``name@fp12``); hex is for machines.
 
-The code lives in :mod:`resources.catalog_reads` (keys, sources, reads) and
-:mod:`resources.catalog_writes` (registration, models, metrics, archiving); this module
+The code lives in :mod:`resources.catalog.reads` (keys, sources, reads) and
+:mod:`resources.catalog.writes` (registration, models, metrics, archiving); this module
 re-exports both, so its public API is unchanged.
 """
 
 from __future__ import annotations
 
-from resources.catalog_reads import (  # noqa: F401  (re-exported: the public API of resources.catalog)
+from resources.catalog.reads import (  # noqa: F401  (re-exported: the public API of resources.catalog)
     CatalogCollisionError,
     CatalogError,
     FP_PREFIX,
@@ -55,7 +55,7 @@ from resources.catalog_reads import (  # noqa: F401  (re-exported: the public AP
     source_identity,
     utcnow,
 )
-from resources.catalog_writes import (  # noqa: F401  (re-exported: the public API of resources.catalog)
+from resources.catalog.writes import (  # noqa: F401  (re-exported: the public API of resources.catalog)
     Registration,
     _describe_source,
     _model_row,

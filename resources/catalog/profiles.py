@@ -29,7 +29,7 @@ import yaml
 
 from metric_ops.errors import FacetlakeError
 
-SHIPPED = Path(__file__).resolve().parents[1] / "pipelines" / "profiles"
+SHIPPED = Path(__file__).resolve().parents[2] / "pipelines" / "profiles"
 OUTPUT_FORMS = ("technical_table", "per_sample", "evidence")
 PROFILES_ENV = "FACETLAKE_PROFILES"
 

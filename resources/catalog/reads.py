@@ -16,8 +16,8 @@ from typing import Any, Iterable, Mapping
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.evaluation import EvaluationSpec, canonical_json
-from resources.lake import LakeStore
+from resources.catalog.spec import EvaluationSpec, canonical_json
+from resources.lake.tables import LakeStore
 
 
 FP_PREFIX = 12

@@ -122,14 +122,14 @@ class EvaluationSpec:
     # the model the regression alert compares every other model against (issue 8);
     # not in the fingerprint
     baseline: str | None = None
-    # anonymisation before outbound calls (privacy issue, resources/privacy.py); in the
+    # anonymisation before outbound calls (privacy issue, resources/privacy/policy.py); in the
     # fingerprint only when anonymisation is on (it changes what an API model sees)
     privacy: dict[str, Any] = field(default_factory=dict)
-    # practitioner profile (resources/profiles.py): its recommended metrics are added
+    # practitioner profile (resources/catalog/profiles.py): its recommended metrics are added
     profile: str | None = None
     # cron string of the evaluation's own schedule (pipelines/sensors.py); not in the fingerprint
     schedule: str | None = None
-    # an lm-evaluation-harness task run by lm-eval itself (issue 18, resources/lm_eval_bridge.py);
+    # an lm-evaluation-harness task run by lm-eval itself (issue 18, resources/lm_eval/bridge.py);
     # not in the fingerprint as such (the adapter block carries the task config lm-eval used)
     lm_eval: dict[str, Any] = field(default_factory=dict)
 
@@ -162,7 +162,7 @@ class EvaluationSpec:
         if isinstance(metrics, str):
             metrics = [metrics]
         if data.get("profile"):
-            from resources.profiles import profile_metrics
+            from resources.catalog.profiles import profile_metrics
 
             metrics = profile_metrics(str(data["profile"]), [str(m) for m in metrics], data.get("metric_params"), where=where)
         adapter = {**DEFAULT_ADAPTER, **dict(data.get("adapter") or {})}
@@ -246,8 +246,8 @@ class EvaluationSpec:
             "generation": self.generation,
             "annotators": self.annotators,
         }
-        from resources.adapters import adapter_fingerprint_inputs  # few-shot pool content hash, adapter version
-        from resources.annotators import make_annotators
+        from resources.prompting.adapters import adapter_fingerprint_inputs  # few-shot pool content hash, adapter version
+        from resources.prompting.annotators import make_annotators
 
         make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
         inputs.update(adapter_fingerprint_inputs(self.adapter))
@@ -268,10 +268,10 @@ def _checked_schedule(value: Any, where: str) -> str | None:
     return value
 
 def _checked_lm_eval(value: Any, where: str) -> dict[str, Any]:
-    """The ``lm_eval`` section, validated (resources/lm_eval_bridge.py); {} when absent."""
+    """The ``lm_eval`` section, validated (resources/lm_eval/bridge.py); {} when absent."""
     if not value:
         return {}
-    from resources.lm_eval_bridge import validate_section
+    from resources.lm_eval.bridge import validate_section
 
     try:
         return validate_section(value, f"{where}: lm_eval")
@@ -280,10 +280,10 @@ def _checked_lm_eval(value: Any, where: str) -> dict[str, Any]:
 
 
 def _checked_privacy(value: Any, where: str) -> dict[str, Any]:
-    """The ``privacy`` block, validated (resources/privacy.py); {} when absent."""
+    """The ``privacy`` block, validated (resources/privacy/policy.py); {} when absent."""
     if not value:
         return {}
-    from resources.privacy import PrivacyConfigError, validate_privacy
+    from resources.privacy.policy import PrivacyConfigError, validate_privacy
 
     try:
         return validate_privacy(value, f"{where}: privacy")
@@ -326,9 +326,9 @@ class ResolvedEvaluation:
     dataset_hash: str
     fingerprint: str
     dataset_name: str
-    # what registering it did (resources.catalog.Registration), set by pipelines.runner.register
+    # what registering it did (resources.catalog.Registration), set by pipelines.runs.runner.register
     registration: Any = None
-    # what an in-process run reused instead of computing again, one line each (pipelines.runner.run_evaluation)
+    # what an in-process run reused instead of computing again, one line each (pipelines.runs.runner.run_evaluation)
     reused: list[str] = field(default_factory=list)
 
     @property

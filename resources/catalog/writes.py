@@ -13,9 +13,9 @@ from typing import Any, Mapping
 
 import polars as pl
 
-from resources.evaluation import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json
-from resources.lake import LakeStore
-from resources.catalog_reads import (
+from resources.catalog.spec import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json
+from resources.lake.tables import LakeStore
+from resources.catalog.reads import (
     CatalogCollisionError,
     CatalogError,
     FP_PREFIX,

@@ -21,21 +21,21 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.registry import Registry
-from resources.dataset_values import checked_scale, rating_value, text_values
+from resources.datasets.values import checked_scale, rating_value, text_values
 
-from resources.dataset_files import (  # noqa: F401 - re-exported
+from resources.datasets.files import (  # noqa: F401 - re-exported
     _BOMS, ENCODING_FIX, DatasetError, DatasetWarning, TableRows, _guess_encoding, _read_csv, _read_json_or_jsonl,
     _read_jsonl, _read_table_file, _require, _shape, no_rows_message, read_text,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = PROJECT_ROOT / "data"
 
 # kinds defined in other modules, imported on first use (one line each; kinds defined below register themselves)
 DATASETS: Registry[type["Dataset"]] = Registry("dataset kind", base="resources.datasets:Dataset", builtins={
-    "bfcl": "resources.bfcl:BFCLDataset",
-    "episodes": "resources.episodes:EpisodesDataset",
-    "lm_eval": "resources.lm_eval_bridge:LmEvalDataset",
+    "bfcl": "resources.datasets.bfcl:BFCLDataset",
+    "episodes": "resources.agents.episodes:EpisodesDataset",
+    "lm_eval": "resources.lm_eval.bridge:LmEvalDataset",
 })
 
 

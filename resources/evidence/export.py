@@ -27,7 +27,7 @@ anchor of what it exported.
 
 :func:`verify_evidence` recomputes every file's SHA-256, refuses files the manifest does
 not list, recomputes the fingerprint from ``evaluation.json``'s inputs
-(:func:`resources.evaluation.fingerprint_of`), checks every score row belongs to it,
+(:func:`resources.catalog.spec.fingerprint_of`), checks every score row belongs to it,
 checks the summary against the score rows and every model of ``models.json`` against
 them, with samples recomputes the dataset content hash, and checks the signature against
 a public key given from outside the folder (a key shipped inside it proves nothing) and,
@@ -50,12 +50,12 @@ from typing import Any, Mapping
 import polars as pl
 
 from resources.catalog import evaluation_row, pairs_of
-from resources.evidence_keys import (  # noqa: F401 - re-exported
+from resources.evidence.keys import (  # noqa: F401 - re-exported
     FORMAT, KEY_ENV, KEY_FILE_ENV, MANIFEST, PASSPHRASE_ENV, PUBLIC_KEY_ENV, PUBLIC_KEY_FILE_ENV, SIGNATURE,
     SIGNATURE_FORMAT, EvidenceError, _inside, generate_keypair, load_public_key, load_signing_key, public_key_id,
     sha256_file,
 )
-from resources.evidence_verify import (  # noqa: F401 - re-exported
+from resources.evidence.verify import (  # noqa: F401 - re-exported
     VerifyReport, _check_models_and_summary, _check_signature, _read_table, manifest_files, summary_mismatches,
     verify_evidence,
 )
@@ -114,7 +114,7 @@ def export_evidence(
     not empty, or nothing is scored, and :class:`resources.catalog.CatalogError` for an
     unknown fingerprint.
     """
-    from resources.sample_codec import package_versions
+    from resources.lake.sample_codec import package_versions
 
     if fmt not in ("json", "csv"):
         raise EvidenceError(f"format {fmt!r} is not supported; use json or csv")
@@ -196,7 +196,7 @@ def export_evidence(
     files.append(_write_rows(out / "runs", _frame_rows(runs), run_cols, fmt))
 
     ledger = lake.read("outbound_ledger").filter(pl.col("fingerprint") == fp).sort("called_at") if lake.exists("outbound_ledger") else pl.DataFrame()
-    from resources.lake import SCHEMAS
+    from resources.lake.tables import SCHEMAS
 
     files.append(_write_rows(out / "outbound_ledger", _frame_rows(ledger), SCHEMAS["outbound_ledger"].names, fmt))
 
@@ -206,7 +206,7 @@ def export_evidence(
 
     samples_kind = None
     if include_samples:
-        from resources.sample_codec import samples_from_frame
+        from resources.lake.sample_codec import samples_from_frame
         from resources.datasets import content_hash, sample_to_record
 
         samples = samples_from_frame(lake.read("samples", where={"fingerprint": fp}))

@@ -3,7 +3,7 @@ manifest, the recomputed fingerprint, score rows against the summary and models,
 dataset content hash from samples, the Ed25519 signature against a trusted public key, and
 the manifest's anchor in the lake.
 
-Split out of :mod:`resources.evidence` (issue 19 layout step); ``resources.evidence``
+Split out of :mod:`resources.evidence.export` (issue 19 layout step); ``resources.evidence.export``
 re-exports every name here, so existing imports keep working.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from resources.evaluation import fingerprint_of
-from resources.evidence_keys import (
+from resources.catalog.spec import fingerprint_of
+from resources.evidence.keys import (
     FORMAT, KEY_FILE_ENV, MANIFEST, PUBLIC_KEY_FILE_ENV, SIGNATURE, public_key_id, sha256_file,
 )
 

@@ -3,7 +3,7 @@
 Several processes may write one lake at once (two ``facetlake run``, a scheduled run and
 a ``facetlake score --force``, Celery workers). Delta commits are optimistic: a commit
 that overlaps a concurrent one fails with ``deltalake.exceptions.CommitFailedError``.
-This module makes every write of :class:`resources.lake.LakeStore` safe under that:
+This module makes every write of :class:`resources.lake.tables.LakeStore` safe under that:
 
 - **race-free creation**: a missing table is first created empty with its schema
   contract and partition columns (``DeltaTable.create(mode="ignore")``; a concurrent
@@ -33,7 +33,7 @@ from typing import Callable, Sequence, TypeVar
 
 import pyarrow as pa
 
-from resources.faults import fault_point
+from resources.lake.faults import fault_point
 from metric_ops.errors import FacetlakeError
 
 T = TypeVar("T")
@@ -118,7 +118,7 @@ def ensure_table(uri: str, schema: pa.Schema, partition_by: Sequence[str] | None
     """Create the empty table at ``uri`` unless it exists (a concurrent creator may win).
 
     ``added``: columns of ``schema`` added to the contract after tables were written
-    without them (``resources.lake_schemas.ADDED_COLUMNS``); a stored table lacking one
+    without them (``resources.lake.schemas.ADDED_COLUMNS``); a stored table lacking one
     gets it as a nullable column (one schema-only Delta commit, no row rewritten), so the
     write that follows matches the contract. Older rows hold null there."""
     from deltalake import DeltaTable

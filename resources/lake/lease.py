@@ -35,7 +35,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
-from resources.faults import fault_point
+from resources.lake.faults import fault_point
 from metric_ops.errors import FacetlakeError
 
 LEASES = "leases"
@@ -88,7 +88,7 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def _predicate(self) -> str:
-        from resources.lake import predicate_for
+        from resources.lake.tables import predicate_for
 
         return predicate_for({"fingerprint": self.fingerprint, "model": self.model})
 
@@ -108,7 +108,7 @@ class Lease:
     def _write(self, delta: Any, release: bool = False) -> None:
         from deltalake import write_deltalake
 
-        from resources.lake import to_arrow
+        from resources.lake.tables import to_arrow
 
         now = _now()
         rows = [] if release else [{
@@ -121,8 +121,8 @@ class Lease:
         """Take the lease if it is free (one conditional commit); False when a live writer holds it."""
         from deltalake.exceptions import CommitFailedError
 
-        from resources.lake import PARTITION_COLUMNS, SCHEMAS
-        from resources.lake_commit import ensure_table
+        from resources.lake.tables import PARTITION_COLUMNS, SCHEMAS
+        from resources.lake.commit import ensure_table
 
         ensure_table(self.lake.uri(LEASES), SCHEMAS[LEASES], PARTITION_COLUMNS.get(LEASES), self.lake._options())
         delta, row = self._current()

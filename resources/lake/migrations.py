@@ -1,6 +1,6 @@
 """Explicit schema migrations of the lake (``facetlake migrate``).
 
-Table schemas are contracts (resources/lake.py); a change is a migration, never a silent
+Table schemas are contracts (resources/lake/tables.py); a change is a migration, never a silent
 merge. Two migrations exist:
 
 ``ledger-calls`` (issue 16) adds ``call_id``, ``status`` and ``completed_at`` to the
@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.lake import LakeStore, to_arrow
+from resources.lake.tables import LakeStore, to_arrow
 
 
 class MigrationError(FacetlakeError, RuntimeError):
@@ -68,7 +68,7 @@ def migrate_catalog_identity(lake: LakeStore) -> dict[str, int]:
     """Run the ``catalog-identity`` migration (see the module docstring); returns row counts
     written per table. Idempotent: a lake already migrated is left as it is."""
     from resources.catalog import dataset_source, evaluation_key, identity_sha256, pair_key, source_identity, utcnow
-    from resources.evaluation import slugify_model
+    from resources.catalog.spec import slugify_model
 
     if "catalog-identity" not in pending(lake):
         return migrate_ledger_calls(lake)

@@ -1,8 +1,8 @@
-"""``LakeStore``: the lake (:class:`resources.lake.LakeTables`) as a Dagster resource, and
+"""``LakeStore``: the lake (:class:`resources.lake.tables.LakeTables`) as a Dagster resource, and
 ``DuckDBReader``: read-only SQL over it (:func:`resources.sql.query`) as a Dagster resource.
 
-Kept apart from resources/lake.py so that reading the lake without Dagster (``facetlake
-sql``) does not import Dagster; ``from resources.lake import LakeStore`` still works (the
+Kept apart from resources/lake/tables.py so that reading the lake without Dagster (``facetlake
+sql``) does not import Dagster; ``from resources.lake.tables import LakeStore`` still works (the
 module loads this one on first use).
 """
 
@@ -13,13 +13,13 @@ import dagster as dg
 import polars as pl
 from pydantic import Field
 
-from resources.lake import LakeTables
+from resources.lake.tables import LakeTables
 from resources.sql import query
 
 
 class LakeStore(dg.ConfigurableResource, LakeTables):
     """Delta tables under ``root`` as a Dagster resource (every method is
-    :class:`resources.lake.LakeTables`'s).
+    :class:`resources.lake.tables.LakeTables`'s).
 
     ``root`` defaults to ``$FACETLAKE_LAKE`` or ``./lake``; ``storage_options`` are passed to
     deltalake for ``s3://``/``gs://``/``az://`` roots.

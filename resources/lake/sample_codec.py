@@ -17,7 +17,7 @@ import polars as pl
 
 from metric_ops.base import Sample, library_version
 from metric_ops.errors import FacetlakeError
-from resources.lake import LakeTables
+from resources.lake.tables import LakeTables
 
 
 class SamplesMissingError(FacetlakeError, LookupError):
@@ -61,7 +61,7 @@ def sample_frame(samples: list[Sample], fingerprint: str, dataset: str, dataset_
     def rate(r: Any) -> str:
         return json.dumps({k: (None if v != v else v) for k, v in r.items()}) if r else "{}"
 
-    from resources.lake_types import string_list_column
+    from resources.lake.types import string_list_column
 
     n = len(samples)
     return pl.DataFrame({

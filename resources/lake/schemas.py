@@ -1,8 +1,8 @@
 """The lake's table contracts: one Arrow schema per Delta table (:data:`SCHEMAS`) and the
 partition columns of the partitioned ones (:data:`PARTITION_COLUMNS`).
 
-Split out of :mod:`resources.lake` (issue 19 layout step); ``resources.lake`` re-exports
-both names, so ``from resources.lake import SCHEMAS`` keeps working.
+Split out of :mod:`resources.lake.tables` (issue 19 layout step); ``resources.lake.tables`` re-exports
+both names, so ``from resources.lake.tables import SCHEMAS`` keeps working.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _SAMPLES = pa.schema(
 )
 
 SCHEMAS: dict[str, pa.Schema] = {
-    # the catalog (resources/catalog.py): identity of evaluations, models and pairs
+    # the catalog (resources/catalog/__init__.py): identity of evaluations, models and pairs
     "evaluations": pa.schema(
         [
             ("name", pa.string()),
@@ -116,7 +116,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("detail", pa.string()),
             ("signature", pa.string()),
             # JSON {"metric": registry name, "version", "params": {key: text}} (metric_ops/identity.py);
-            # added after the first lakes: ADDED_COLUMNS below, resources/score_params.py
+            # added after the first lakes: ADDED_COLUMNS below, resources/lake/score_params.py
             ("params", pa.string()),
             ("run_id", pa.string()),
             ("created_at", _TS),
@@ -429,7 +429,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("folder", pa.string()),
         ]
     ),
-    # generation leases (issue 16, resources/lease.py): one row per (fingerprint, model) being generated
+    # generation leases (issue 16, resources/lake/lease.py): one row per (fingerprint, model) being generated
     "leases": pa.schema([("fingerprint", pa.string()), ("model", pa.string()), ("holder", pa.string()), ("host", pa.string()),
                          ("pid", pa.int64()), ("run_id", pa.string()), ("acquired_at", _TS), ("expires_at", _TS)]),
     "runs": pa.schema(
@@ -464,9 +464,9 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
 }
 
 # columns added to a table's contract after lakes were written without them: a nullable
-# column, added to a stored table on its next write (resources/lake_commit.py
+# column, added to a stored table on its next write (resources/lake/commit.py
 # ``ensure_table``), never a rewrite of its rows; readers fill it for older rows
-# (resources/score_params.py for scores.params)
+# (resources/lake/score_params.py for scores.params)
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "scores": ("params",),
 }

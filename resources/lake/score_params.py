@@ -3,7 +3,7 @@
 ``params`` (JSON ``{"metric": registry name, "version", "params": {key: text}}``,
 :mod:`metric_ops.identity`) was added to the scores contract after lakes had been
 written without it. A stored table lacking the column gets it on its next write
-(``resources.lake_schemas.ADDED_COLUMNS``, ``resources.lake_commit.ensure_table``), with
+(``resources.lake.schemas.ADDED_COLUMNS``, ``resources.lake.commit.ensure_table``), with
 null in the rows already there; a writer that supplies no ``params`` (an older caller)
 gets it filled from the row's signature before the write. Reading fills every null (or
 absent) ``params`` from the signature through the one parser,

@@ -24,12 +24,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import polars as pl
 import pyarrow as pa
 
-from resources.lake_schemas import ADDED_COLUMNS, PARTITION_COLUMNS, SCHEMAS  # noqa: F401 - re-exported
+from resources.lake.schemas import ADDED_COLUMNS, PARTITION_COLUMNS, SCHEMAS  # noqa: F401 - re-exported
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
 
-from resources.lake_commit import LakeConflictError, LakeError  # noqa: E402,F401 - re-exported
+from resources.lake.commit import LakeConflictError, LakeError  # noqa: E402,F401 - re-exported
 
 
 def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
@@ -128,10 +128,10 @@ def rows_to_arrow(table_name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Tabl
 
 def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows cast to the table's schema contract; raises :class:`LakeError` on a column
-    mismatch or a value whose type does not fit its column (resources/lake_types.py).
-    Score rows without ``params`` get it from their signature (resources/score_params.py)."""
-    from resources.lake_types import check_rows, check_table
-    from resources.score_params import fill_params_arrow, fill_params_rows
+    mismatch or a value whose type does not fit its column (resources/lake/types.py).
+    Score rows without ``params`` get it from their signature (resources/lake/score_params.py)."""
+    from resources.lake.types import check_rows, check_table
+    from resources.lake.score_params import fill_params_arrow, fill_params_rows
 
     schema = SCHEMAS[table_name]
     if isinstance(rows, pl.DataFrame):
@@ -158,10 +158,10 @@ def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[s
 
 
 def __getattr__(name: str) -> Any:
-    """``LakeStore`` (the Dagster resource) is defined in :mod:`resources.lake_resource` and
+    """``LakeStore`` (the Dagster resource) is defined in :mod:`resources.lake.resource` and
     loaded on first use, so that reading the lake (``facetlake sql``) never imports Dagster."""
     if name == "LakeStore":
-        from resources.lake_resource import LakeStore
+        from resources.lake.resource import LakeStore
 
         return LakeStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -172,7 +172,7 @@ class LakeTables:
     with ``storage_options`` past one machine).
 
     ``root`` defaults to ``$FACETLAKE_LAKE`` or ``./lake``. Plain Python (no Dagster): the
-    Dagster resource :class:`resources.lake_resource.LakeStore` (``resources.lake.LakeStore``)
+    Dagster resource :class:`resources.lake.resource.LakeStore` (``resources.lake.tables.LakeStore``)
     adds the resource config on top of these methods.
     """
 
@@ -273,7 +273,7 @@ class LakeTables:
         """
         import pyarrow.compute as pc
 
-        from resources.lake_commit import ensure_table, overwrite
+        from resources.lake.commit import ensure_table, overwrite
 
         data = to_arrow(table, rows)
         predicate = predicate_for(where)
@@ -284,13 +284,13 @@ class LakeTables:
                 raise LakeError(f"rows for {table!r} fall outside the partition being written: {column} in {sorted(bad)[:5]}")
         ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options(),  # never a racing first append
                      added=ADDED_COLUMNS.get(table, ()))
-        overwrite(self.uri(table), table, data, predicate, self._options())  # conflicts retried (resources/lake_commit.py)
+        overwrite(self.uri(table), table, data, predicate, self._options())  # conflicts retried (resources/lake/commit.py)
         return self.version(table)  # type: ignore[return-value]
 
     def append(self, table: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[str, Any]], fresh_keys: bool = False) -> int:
-        """Append the ``rows`` whose key (resources/lake_commit.py ``KEYS``; ``fresh_keys``: just
+        """Append the ``rows`` whose key (resources/lake/commit.py ``KEYS``; ``fresh_keys``: just
         generated) is not stored yet, retrying conflicts in a bound; returns the new version."""
-        from resources.lake_commit import ensure_table, keyed_append, partition_filter
+        from resources.lake.commit import ensure_table, keyed_append, partition_filter
 
         data = to_arrow(table, rows)
         ensure_table(self.uri(table), SCHEMAS[table], PARTITION_COLUMNS.get(table), self._options(),
@@ -349,7 +349,7 @@ class LakeTables:
 
         A missing table reads as an empty frame with the table's schema. ``scores`` reads
         with ``params`` filled from the signature where a row (or an older table) has
-        none (resources/score_params.py). Local tables are read by polars
+        none (resources/lake/score_params.py). Local tables are read by polars
         (:meth:`native_scan`), others through the Arrow dataset; both give the same frame.
         """
         if not self.exists(table):
@@ -372,7 +372,7 @@ class LakeTables:
 
     @staticmethod
     def _filled(table: str, frame: pl.DataFrame, wanted: list[str] | None) -> pl.DataFrame:
-        from resources.score_params import fill_params
+        from resources.lake.score_params import fill_params
 
         frame = fill_params(frame)  # type: ignore[arg-type]
         return frame.select(wanted) if wanted is not None else frame.select([c for c in SCHEMAS[table].names if c in frame.columns])

@@ -52,7 +52,7 @@ def _fix(kind: str, value: Any) -> str:
         return "convert it where the row is built (float(...) / int(...)) after checking it; a string is never read as a number"
     if isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value)):
         return "pick the text field out of the object (e.g. map the column to its 'text' key) before writing"
-    return "give the column the type of the table's schema contract (resources/lake.py SCHEMAS)"
+    return "give the column the type of the table's schema contract (resources/lake/tables.py SCHEMAS)"
 
 
 def _cell_ok(kind: str, value: Any) -> bool:
@@ -75,7 +75,7 @@ def _cell_ok(kind: str, value: Any) -> bool:
 
 
 def _refuse(table: str, column: str, row: int, value: Any, field: pa.Field) -> None:
-    from resources.lake_commit import LakeError
+    from resources.lake.commit import LakeError
 
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
@@ -85,7 +85,7 @@ def _refuse(table: str, column: str, row: int, value: Any, field: pa.Field) -> N
 
 
 def check_rows(table: str, schema: pa.Schema, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Refuse (:class:`resources.lake.LakeError`) the first cell of ``rows`` whose Python
+    """Refuse (:class:`resources.lake.tables.LakeError`) the first cell of ``rows`` whose Python
     type does not fit its column in ``schema``; rows are numbered from 1."""
     kinds = [(f.name, _kind(f.type), f) for f in schema]
     for i, row in enumerate(rows, start=1):

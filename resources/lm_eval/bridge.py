@@ -1,7 +1,7 @@
 """lm-evaluation-harness output in the lake: read, map and check (issue 18).
 
 facetlake never re-implements lm-eval: tasks, models, filters and metrics are lm-eval's
-own (resources/lm_eval_models.py runs ``lm_eval.simple_evaluate``). This module reads
+own (resources/lm_eval/models.py runs ``lm_eval.simple_evaluate``). This module reads
 what lm-eval writes with ``log_samples`` on (``results_<date>.json`` and
 ``samples_<task>_<date>.jsonl``, the format of lm-eval's ``EvaluationTracker``, written by
 lm-eval 0.4.3 and later) and maps it onto the lake:
@@ -39,9 +39,9 @@ and the content hash of the samples (every doc, rendered prompt and target evalu
 So the same task, settings and docs give the same fingerprint whichever model ran them and
 whether facetlake ran lm-eval or imported a folder lm-eval wrote (see :func:`adapter_block`).
 
-Split for size: shared names and hashing in :mod:`resources.lm_eval_common`, reading an
-lm-eval run in :mod:`resources.lm_eval_results`, the ``lm_eval_summary`` rows in
-:mod:`resources.lm_eval_summary`; this module keeps the fingerprint, dataset, adapter,
+Split for size: shared names and hashing in :mod:`resources.lm_eval.common`, reading an
+lm-eval run in :mod:`resources.lm_eval.results`, the ``lm_eval_summary`` rows in
+:mod:`resources.lm_eval.summary`; this module keeps the fingerprint, dataset, adapter,
 backend and spec-section code and re-exports the rest.
 """
 
@@ -62,7 +62,7 @@ from metric_ops.base import Sample
 from metric_ops.identity import identity_json
 from resources.backends import GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
-from resources.lm_eval_common import (  # noqa: F401  (re-exported: the public API of resources.lm_eval_bridge)
+from resources.lm_eval.common import (  # noqa: F401  (re-exported: the public API of resources.lm_eval.bridge)
     AGREEMENT_TOLERANCE,
     CONFIG_UNHASHED,
     DEFAULT_FILTER,
@@ -85,7 +85,7 @@ from resources.lm_eval_common import (  # noqa: F401  (re-exported: the public A
     score_signature,
     sha256,
 )
-from resources.lm_eval_results import (  # noqa: F401  (re-exported: the public API of resources.lm_eval_bridge)
+from resources.lm_eval.results import (  # noqa: F401  (re-exported: the public API of resources.lm_eval.bridge)
     TaskRun,
     _gold_index,
     _greedy,
@@ -96,7 +96,7 @@ from resources.lm_eval_results import (  # noqa: F401  (re-exported: the public 
     load_results,
     task_run,
 )
-from resources.lm_eval_summary import (  # noqa: F401  (re-exported: the public API of resources.lm_eval_bridge)
+from resources.lm_eval.summary import (  # noqa: F401  (re-exported: the public API of resources.lm_eval.bridge)
     _float_or_none,
     summary_rows,
 )
@@ -216,14 +216,14 @@ class LmEvalDataset(Dataset):
 def register_adapter() -> type:
     """Register (once) and return the ``lm_eval`` adapter kind.
 
-    The adapter is :class:`resources.adapters.Adapter` with nothing to do: lm-eval rendered
+    The adapter is :class:`resources.prompting.adapters.Adapter` with nothing to do: lm-eval rendered
     the prompt (it is the sample's ``input``). Its mapping (:func:`adapter_block`) records
     the task, its config hash and the few-shot settings, so they enter the fingerprint.
     Defined lazily because resources.backends imports this module while
-    resources.adapters (which imports resources.backends) may still be initialising; every
+    resources.prompting.adapters (which imports resources.backends) may still be initialising; every
     spec with an ``lm_eval`` section registers it when parsed (:func:`validate_section`).
     """
-    from resources.adapters import ADAPTERS, Adapter
+    from resources.prompting.adapters import ADAPTERS, Adapter
 
     if "lm_eval" not in ADAPTERS:
         class LmEvalAdapter(Adapter):
@@ -333,7 +333,7 @@ def score_rows_from_responses(frame: Any) -> Iterator[dict[str, Any]]:
     (a corpus metric's ``(reference, prediction)`` pair) is ``unscored`` with the item in
     ``detail``; a doc lacking a metric that others of its task and filter have is
     ``unscored`` too (never a zero)."""
-    from metric_ops.runner import detail_json
+    from metric_ops.scoring.rows import detail_json
 
     metrics_by_filter: dict[tuple[str, str], list[str]] = {}
     for row in frame.iter_rows(named=True):
@@ -417,6 +417,6 @@ def validate_section(value: Any, where: str = "lm_eval") -> dict[str, Any]:
     return dict(value)
 
 
-_adapters_module = sys.modules.get("resources.adapters")
-if _adapters_module is None or hasattr(_adapters_module, "Adapter"):  # not while resources.adapters initialises
+_adapters_module = sys.modules.get("resources.prompting.adapters")
+if _adapters_module is None or hasattr(_adapters_module, "Adapter"):  # not while resources.prompting.adapters initialises
     register_adapter()

@@ -1,7 +1,7 @@
 """lm-eval bridge: shared constants, canonical hashing, score names and signatures, and the
 small value parsers for lm-eval's records.
 
-Part of :mod:`resources.lm_eval_bridge` (which re-exports everything here).
+Part of :mod:`resources.lm_eval.bridge` (which re-exports everything here).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from metric_ops.errors import FacetlakeError
 
 
 PREFIX = "lm_eval:"
-TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 DEFAULT_FILTER = "none"
 AGREEMENT_TOLERANCE = 1e-12
 # results[task] keys that are not metric values

@@ -13,7 +13,7 @@ facetlake spec                 lm-eval model (``simple_evaluate(model=...)``)
 =============================  ====================================================
 
 The outbound path. lm-eval's API classes send their requests with their own HTTP code
-(``requests`` / ``aiohttp``), not through :mod:`resources.outbound`, and for
+(``requests`` / ``aiohttp``), not through :mod:`resources.privacy.outbound`, and for
 log-likelihood requests they send token ids, so facetlake cannot anonymise what they
 send. Therefore, for ``api:`` models:
 
@@ -29,7 +29,7 @@ send. Therefore, for ``api:`` models:
   per request (host, API model, purpose ``lm_eval:generate_until`` or
   ``lm_eval:loglikelihood``, SHA-256 and length of the prompt text or token ids, never the
   text or a key) and whose API key comes from ``api_key_env`` through
-  :func:`resources.keys.resolve_key` (registered for redaction). Payloads, parsing,
+  :func:`resources.privacy.keys.resolve_key` (registered for redaction). Payloads, parsing,
   retries and batching stay lm-eval's.
 
 ``hf:`` and ``vllm:`` models run in this process: nothing leaves it. In offline mode the run
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import urlparse
 
-from resources.lm_eval_bridge import TASKS_DIR, LmEvalError, require_lm_eval
+from resources.lm_eval.bridge import TASKS_DIR, LmEvalError, require_lm_eval
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -80,7 +80,7 @@ class LmEvalModel:
     @property
     def slug(self) -> str:
         """A model name for the lake derived from the spec (the folder or API model's last part)."""
-        from resources.evaluation import slugify_model
+        from resources.catalog.spec import slugify_model
 
         return slugify_model(self.spec.split(":", 1)[-1].split("@", 1)[0].rstrip("/").rsplit("/", 1)[-1])
 
@@ -137,7 +137,7 @@ def lm_eval_model(spec: str, *, model_args: Mapping[str, Any] | None = None, api
     if kind == "vllm":
         return LmEvalModel(spec, "vllm", {"pretrained": target, **extra}, lm_eval_class="vllm")
     if kind == "api":
-        from resources.backend_api import parse_api_spec
+        from resources.backends.api import parse_api_spec
 
         try:
             model, base_url = parse_api_spec(spec)
@@ -159,12 +159,12 @@ def lm_eval_model(spec: str, *, model_args: Mapping[str, Any] | None = None, api
 def check_outbound(model: LmEvalModel, privacy: Mapping[str, Any] | None = None) -> None:
     """Refuse what the outbound rules forbid, before lm-eval is called (module docstring).
 
-    Raises :class:`resources.outbound.OfflineModeError` for an external model in offline
+    Raises :class:`resources.privacy.outbound.OfflineModeError` for an external model in offline
     mode, :class:`LmEvalPrivacyError` for an external model while anonymisation is on.
     Local models always pass.
     """
-    from resources.outbound import refuse_if_offline
-    from resources.privacy import resolve_policy
+    from resources.privacy.outbound import refuse_if_offline
+    from resources.privacy.policy import resolve_policy
 
     if model.locality != "external":
         return
@@ -191,8 +191,8 @@ def outbound_ledger(lake: Any, run_id: str, model: str | None) -> Iterator[Any]:
     id and model; their fingerprint is empty (lm-eval batches the requests of every task
     of a run together, so a request belongs to no single evaluation)."""
     global _ledger_writer
-    from resources.keys import install_log_redaction
-    from resources.privacy import LedgerWriter
+    from resources.privacy.keys import install_log_redaction
+    from resources.privacy.policy import LedgerWriter
 
     writer = LedgerWriter(lake, run_id, None, model)
     install_log_redaction()
@@ -222,7 +222,7 @@ def _sent_texts(payload: Mapping[str, Any]) -> list[str]:
 
 def _record_request(base_url: str, api_model: str | None, purpose: str, payload: Mapping[str, Any]) -> None:
     """Offline guard and ledger row for one lm-eval API request (called before it is sent)."""
-    from resources.outbound import OfflineModeError, offline_mode, text_sha256
+    from resources.privacy.outbound import OfflineModeError, offline_mode, text_sha256
 
     host = urlparse(base_url).hostname or base_url
     if offline_mode():
@@ -296,7 +296,7 @@ def register_api_classes() -> tuple[type, type]:
 
         @property
         def api_key(self) -> str:  # lm-eval reads it to build the Authorization header
-            from resources.keys import resolve_key
+            from resources.privacy.keys import resolve_key
 
             key = resolve_key(env=self._facetlake_key_env, provided=self._facetlake_key_env, required=False)
             if key:
@@ -362,7 +362,7 @@ class RunSettings:
 
 
 def task_manager(include_path: Sequence[str] = (), metadata: Mapping[str, Any] | None = None) -> Any:
-    """lm-eval's ``TaskManager`` with facetlake's own tasks (resources/lm_eval_tasks) and ``include_path``."""
+    """lm-eval's ``TaskManager`` with facetlake's own tasks (resources/lm_eval/tasks) and ``include_path``."""
     require_lm_eval()
     from lm_eval.tasks import TaskManager
 
@@ -386,7 +386,7 @@ def run_tasks(tasks: Sequence[str], model: LmEvalModel, output_path: str | Path,
 
     if model.locality == "external":
         register_api_classes()
-    from resources.outbound import offline_mode
+    from resources.privacy.outbound import offline_mode
 
     manager = task_manager(settings.include_path, {**{k: v for k, v in model.args.items() if k != "api_key_env"}, **settings.metadata})
     unknown = [t for t in tasks if t not in manager.all_subtasks and t not in manager.all_tasks]

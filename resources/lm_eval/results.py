@@ -1,7 +1,7 @@
 """lm-eval bridge: reading a run lm-eval wrote (results files and per-sample logs) as
 :class:`TaskRun` objects.
 
-Part of :mod:`resources.lm_eval_bridge` (which re-exports everything here).
+Part of :mod:`resources.lm_eval.bridge` (which re-exports everything here).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from metric_ops.base import Sample
-from resources.lm_eval_common import (
+from resources.lm_eval.common import (
     DEFAULT_FILTER,
     LmEvalError,
     _RESULTS_NAME,

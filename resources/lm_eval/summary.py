@@ -1,7 +1,7 @@
 """lm-eval bridge: the ``lm_eval_summary`` rows, lm-eval's own aggregate beside facetlake's
 recomputation of it from the stored per-sample scores.
 
-Part of :mod:`resources.lm_eval_bridge` (which re-exports everything here).
+Part of :mod:`resources.lm_eval.bridge` (which re-exports everything here).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import math
 from collections.abc import Mapping
 from typing import Any
-from resources.lm_eval_common import AGREEMENT_TOLERANCE, _RESULT_META, _number, canonical, metric_name
+from resources.lm_eval.common import AGREEMENT_TOLERANCE, _RESULT_META, _number, canonical, metric_name
 
 
 # --------------------------------------------------------------------------- summary

@@ -41,10 +41,10 @@ def _now() -> dt.datetime:
 class DurableLedger:
     """Outbound-ledger writer for one run / partition (thread-safe).
 
-    ``ledger(call)`` (``call``: the mapping resources/outbound.py builds: called_at, host,
+    ``ledger(call)`` (``call``: the mapping resources/privacy/outbound.py builds: called_at, host,
     model, purpose, sample_id, text_sha256, n_chars, anonymised, strategy, entity_counts)
     commits the intent row and returns its ``call_id``; :meth:`complete` marks it done.
-    Raises whatever the lake raises (e.g. :class:`resources.lake.LakeConflictError`): the
+    Raises whatever the lake raises (e.g. :class:`resources.lake.tables.LakeConflictError`): the
     call is then not sent (fail closed).
     """
 
@@ -62,7 +62,7 @@ class DurableLedger:
         self.commits = 0  # intent commits made (for the benchmark and tests)
         self.written = 0
         if lake.exists(LEDGER_TABLE) and "call_id" not in lake.delta(LEDGER_TABLE).schema().to_arrow().names:
-            from resources.lake_commit import LakeError
+            from resources.lake.commit import LakeError
 
             raise LakeError(f"the outbound ledger under {lake.root} predates durable intents (no call_id column); "
                             f"run `facetlake migrate --lake {lake.root}` once")
@@ -99,7 +99,7 @@ class DurableLedger:
                 self._cv.release()
                 error: BaseException | None = None
                 try:
-                    # call ids are fresh uuid4s: a plain append is exact (resources/lake_commit.py)
+                    # call ids are fresh uuid4s: a plain append is exact (resources/lake/commit.py)
                     self.lake.append(LEDGER_TABLE, group, fresh_keys=all(r["call_id"] for r in group))
                 except BaseException as exc:  # noqa: BLE001 - handed to every waiter of the group
                     error = exc
@@ -143,7 +143,7 @@ def mark_completed(lake: Any, updates: list[Mapping[str, Any]]) -> None:
     retried on commit conflicts)."""
     import pyarrow as pa
 
-    from resources.lake_commit import with_retries
+    from resources.lake.commit import with_retries
 
     source = pa.Table.from_pylist([dict(u) for u in updates], schema=pa.schema(
         [("call_id", pa.string()), ("status", pa.string()), ("completed_at", pa.timestamp("us", tz="UTC"))]))

@@ -13,7 +13,7 @@ anonymiser) goes through :func:`chat_completion` / :func:`completion` here. This
 3. commits one row per call to the outbound ledger *before* the call is sent (time,
    host, model, purpose, sample id, SHA-256 of the text sent, whether it was anonymised,
    entity counts; never the text or the key) and marks it completed or failed after
-   (resources/outbound_ledger.py: after any crash the ledger holds every call sent);
+   (resources/privacy/ledger.py: after any crash the ledger holds every call sent);
 4. calls the ``openai`` client it is given (its own retries apply) and scrubs the
    client's key from any exception it raises.
 
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
-from resources.faults import fault_point
-from resources.keys import redact_exception, register_secret
+from resources.lake.faults import fault_point
+from resources.privacy.keys import redact_exception, register_secret
 from metric_ops.errors import FacetlakeError
 
 
@@ -67,7 +67,7 @@ class CallContext:
 
 
 # A plain anonymiser hook: text -> (text_to_send, entity_counts). An
-# ``resources.anonymise.Anonymiser`` object is also accepted (consistent placeholders).
+# ``resources.privacy.anonymise.Anonymiser`` object is also accepted (consistent placeholders).
 Anonymiser = Callable[[str], tuple[str, dict[str, int]]]
 
 
@@ -108,7 +108,7 @@ def session(anonymiser: Any = None, ledger_writer: Callable[[dict[str, Any]], No
 
 def forced_anonymiser() -> Any:
     """The anonymiser an administrator forces with ``FACETLAKE_ANONYMISE_FORCE`` (None when unset)."""
-    from resources.privacy import forced_policy
+    from resources.privacy.policy import forced_policy
 
     policy = forced_policy()
     if not policy.active:
@@ -198,7 +198,7 @@ def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, A
 
     ``anonymise``: None = the session's setting; False = send as is (only the model-based
     anonymiser itself uses this). Raises :class:`OfflineModeError` before anything is
-    opened in offline mode, ``resources.anonymise.AnonymisationError`` when anonymisation
+    opened in offline mode, ``resources.privacy.anonymise.AnonymisationError`` when anonymisation
     fails (nothing is sent), else whatever the client raises (key scrubbed).
     """
     host = _guard(str(client.base_url), ctx)

@@ -35,7 +35,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from resources.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser
+from resources.privacy.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser
 from metric_ops.errors import FacetlakeError
 
 FORCE_ENV = "FACETLAKE_ANONYMISE_FORCE"
@@ -83,7 +83,7 @@ class PrivacyPolicy:
         return "+".join(["deterministic", *self.strategies]) if self.strategies else "off"
 
     def anonymiser(self) -> Anonymiser | None:
-        """The configured :class:`~resources.anonymise.Anonymiser` (None when off)."""
+        """The configured :class:`~resources.privacy.anonymise.Anonymiser` (None when off)."""
         if not self.active:
             return None
         return build_anonymiser(self.strategies, self.entities, self.options, model_call=model_anonymiser_call)
@@ -99,25 +99,25 @@ class PrivacyPolicy:
 def model_anonymiser_call(conf: Mapping[str, Any]) -> Callable[[list[dict[str, str]]], str]:
     """The ``model`` anonymiser's LLM call for its options ``conf`` (``base_url``, ``model``,
     ``api_key_env``, ``timeout_s``): one chat completion at temperature 0 asking for a JSON
-    object, through :func:`resources.outbound.chat_completion` (offline guard, ledger entry
+    object, through :func:`resources.privacy.outbound.chat_completion` (offline guard, ledger entry
     ``anonymiser:model``) with anonymisation off. The client is built on the first call.
 
     The call raises ``OfflineModeError`` in offline mode and
-    :class:`resources.anonymise.AnonymisationError` for any other failure (fail closed,
+    :class:`resources.privacy.anonymise.AnonymisationError` for any other failure (fail closed,
     naming only the exception type)."""
-    from resources.anonymise import AnonymisationError
+    from resources.privacy.anonymise import AnonymisationError
 
     client: list[Any] = []
 
     def complete(messages: list[dict[str, str]]) -> str:
-        from resources import outbound
+        from resources.privacy import outbound
 
         ctx = outbound.CallContext(purpose="anonymiser:model", model=conf["model"])
         try:
             if not client:
                 import openai
 
-                from resources.keys import resolve_key
+                from resources.privacy.keys import resolve_key
 
                 key = resolve_key(env=conf.get("api_key_env"), required=False) or "not-needed"
                 client.append(openai.OpenAI(base_url=conf["base_url"], api_key=key, timeout=float(conf.get("timeout_s", 60.0)),
@@ -210,11 +210,11 @@ def resolve_policy(block: Mapping[str, Any] | None = None, override: str | Seque
 
 
 # --------------------------------------------------------------------------- ledger
-from resources.outbound_ledger import DurableLedger  # noqa: E402
+from resources.privacy.ledger import DurableLedger  # noqa: E402
 
 class LedgerWriter(DurableLedger):
     """The outbound-ledger writer of a session: each call's intent row is committed before
-    the call is sent and completed after (resources/outbound_ledger.py). ``flush_every``:
+    the call is sent and completed after (resources/privacy/ledger.py). ``flush_every``:
     how many completions are merged per commit. Thread-safe (API backends call from workers)."""
 
     def __init__(self, lake: Any, run_id: str, fingerprint: str | None, model: str | None, flush_every: int = 32) -> None:
@@ -230,8 +230,8 @@ def outbound_session(
 
     Yields the effective :class:`PrivacyPolicy`; flushes the ledger on exit (also on error).
     """
-    from resources import outbound
-    from resources.keys import install_log_redaction
+    from resources.privacy import outbound
+    from resources.privacy.keys import install_log_redaction
 
     policy = resolve_policy(privacy, override)
     ledger = LedgerWriter(lake, run_id, fingerprint, model)
@@ -248,7 +248,7 @@ def offline_refusal_rows(metric: Any, samples: Sequence[Any]) -> list[dict[str, 
     """Score rows (status ``error``, naming the metric) for an external metric refused in
     offline mode; no client is built and no connection opened."""
     from metric_ops.identity import metric_params_json
-    from metric_ops.runner import detail_json
+    from metric_ops.scoring.rows import detail_json
 
     message = (f"offline mode is on (FACETLAKE_OFFLINE): metric {metric.name!r} is external and was not run; "
                "unset FACETLAKE_OFFLINE or use a local metric")
@@ -310,7 +310,7 @@ def samples_for_lake(samples: Sequence[Any], privacy: Mapping[str, Any] | None) 
     placeholder map per sample, so a name gets the same placeholder in the prompt, the
     references and a precomputed output. Otherwise the samples are returned as they are.
     Raw text is kept (``samples_raw``) only when the block sets ``store_raw: true``.
-    Raises :class:`resources.anonymise.AnonymisationError` when a recogniser fails.
+    Raises :class:`resources.privacy.anonymise.AnonymisationError` when a recogniser fails.
     """
     import dataclasses
 

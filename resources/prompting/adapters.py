@@ -60,7 +60,7 @@ class AdapterError(FacetlakeError, ValueError):
 
 # adapter kind -> Adapter subclass; a subclass with a ``kind`` registers itself when defined (the
 # built-ins below); kinds defined in other modules are listed here, one line each, imported on first use
-ADAPTERS: Registry[type["Adapter"]] = Registry("adapter kind", base="resources.adapters:Adapter", builtins={
+ADAPTERS: Registry[type["Adapter"]] = Registry("adapter kind", base="resources.prompting.adapters:Adapter", builtins={
 })
 
 

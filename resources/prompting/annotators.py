@@ -42,7 +42,7 @@ from metric_ops.errors import FacetlakeError
 from metric_ops.registry import Registry, UnknownNameError
 
 # annotator kind -> Annotator subclass; a subclass with a ``kind`` registers itself when defined
-ANNOTATORS: Registry[type["Annotator"]] = Registry("annotator kind", base="resources.annotators:Annotator")
+ANNOTATORS: Registry[type["Annotator"]] = Registry("annotator kind", base="resources.prompting.annotators:Annotator")
 
 
 class AnnotatorError(FacetlakeError, ValueError):

@@ -3,7 +3,7 @@
 A judge is named by the same model spec strings as any model (``resources.backends``):
 
 - ``api:MODEL@BASE_URL``: an OpenAI-compatible endpoint (OpenAI, vLLM serve, Ollama, a
-  local server). Every call goes through :func:`resources.outbound.chat_completion`, the
+  local server). Every call goes through :func:`resources.privacy.outbound.chat_completion`, the
   one outbound path (offline guard, anonymiser, ledger). Locality ``external``. The key
   comes from ``$FACETLAKE_JUDGE_API_KEY``, else ``$OPENAI_API_KEY`` (never stored);
   transport retries are the openai client's own (``max_retries``).
@@ -12,7 +12,7 @@ A judge is named by the same model spec strings as any model (``resources.backen
   the backend's.
 
 Importing this module installs the resolver that judged metrics use
-(:func:`metric_ops.judging.install_judge_resolver`). :func:`judge_session` makes judged
+(:func:`metric_ops.judged.judging.install_judge_resolver`). :func:`judge_session` makes judged
 metrics read and write the lake's ``judge_cache`` table, so re-materialising does not pay
 twice.
 """
@@ -29,7 +29,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import yaml
 
 from metric_ops.base import Sample
-from metric_ops.judging import (
+from metric_ops.judged.judging import (
     JudgeReply,
     JudgeSpecError,
     TokenLogprob,
@@ -37,7 +37,7 @@ from metric_ops.judging import (
     use_cache,
 )
 from resources.catalog import utcnow
-from resources.lake import LakeStore
+from resources.lake.tables import LakeStore
 
 API_KEY_ENV = ("FACETLAKE_JUDGE_API_KEY", "OPENAI_API_KEY")
 
@@ -76,9 +76,9 @@ def _logprobs_from_records(records: Any) -> tuple[TokenLogprob, ...] | None:
 class ApiJudge:
     """A judge behind an OpenAI-compatible chat-completions endpoint (``api:MODEL@BASE_URL``).
 
-    ``complete`` sends through :func:`resources.outbound.chat_completion` with the call's
+    ``complete`` sends through :func:`resources.privacy.outbound.chat_completion` with the call's
     purpose (the metric name) and sample id; raises the openai client's errors after its
-    own retries, and :class:`resources.outbound.OfflineModeError` in offline mode.
+    own retries, and :class:`resources.privacy.outbound.OfflineModeError` in offline mode.
     """
 
     locality = "external"
@@ -108,7 +108,7 @@ class ApiJudge:
             return self._client
 
     def complete(self, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None = None, **decoding: Any) -> JudgeReply:
-        from resources.outbound import CallContext, chat_completion
+        from resources.privacy.outbound import CallContext, chat_completion
 
         kwargs = {k: v for k, v in decoding.items() if v is not None}
         if not kwargs.get("logprobs"):
@@ -153,7 +153,7 @@ class BackendJudge:
 @functools.lru_cache(maxsize=32)
 def judge_for(spec: str) -> Any:
     """The judge client for a spec string (one per spec per process). Raises
-    :class:`~metric_ops.judging.JudgeSpecError` for a malformed or unavailable spec."""
+    :class:`~metric_ops.judged.judging.JudgeSpecError` for a malformed or unavailable spec."""
     from resources.backends import ModelSpecError, parse_model_spec
 
     try:

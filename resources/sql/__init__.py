@@ -2,9 +2,9 @@
 
 Every Delta table under the lake root is registered as a view of the same name, without
 DuckDB's ``delta`` extension (downloaded at first use): a local table as a view over the
-Parquet files of its current version read by DuckDB itself (:mod:`resources.sql_views`;
+Parquet files of its current version read by DuckDB itself (:mod:`resources.sql.views`;
 only those files become readable), a remote one from an Arrow dataset over the table
-(:meth:`resources.lake.LakeTables.arrow_dataset`; projections and filters push down). Raw-text tables (:data:`RAW_TABLES`, e.g. ``samples_raw``,
+(:meth:`resources.lake.tables.LakeTables.arrow_dataset`; projections and filters push down). Raw-text tables (:data:`RAW_TABLES`, e.g. ``samples_raw``,
 kept only when an evaluation's spec asks for it) are registered only on request.
 
 The connection is hardened after registration (../shared/PITFALLS.md, "DuckDB as a query
@@ -35,8 +35,8 @@ import duckdb
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.lake import LakeTables
-from resources.sql_views import create_view, native_delta
+from resources.lake.tables import LakeTables
+from resources.sql.views import create_view, native_delta
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
 RAW_TABLES = frozenset({"samples_raw"})
@@ -171,7 +171,7 @@ class Connection:
             files: list[str] = []
             for table in self.tables:
                 delta = native_delta(lake, table)
-                if delta is not None:  # local: DuckDB's Parquet reader (resources/sql_views.py)
+                if delta is not None:  # local: DuckDB's Parquet reader (resources/sql/views.py)
                     files += create_view(self.con, delta, table)
                 else:
                     self.con.register(table, _dataset(lake, table))

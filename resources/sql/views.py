@@ -78,10 +78,10 @@ def create_view(con: Any, delta: Any, table: str) -> list[str]:
     import pyarrow as pa
 
     schema = pa.schema(delta.schema().to_arrow())
-    from resources.lake import local_table_files
+    from resources.lake.tables import local_table_files
 
     files = local_table_files(delta)  # as on disk: a lake folder named "my lake" is not "my%20lake"
-    if not files:  # created empty (resources/lake_commit.py): the columns, no rows
+    if not files:  # created empty (resources/lake/commit.py): the columns, no rows
         nulls = _null_columns(con, schema, schema.names)
         con.execute(f"CREATE VIEW {_ident(table)} AS SELECT {', '.join(nulls[n] for n in schema.names)} WHERE false")
         return []

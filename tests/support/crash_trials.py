@@ -80,12 +80,12 @@ def workload(folder: Path, spec_path: Path, export_to: Path, force: bool) -> Non
     from assets.samples import samples
     from assets.scores import ScoresConfig, scores
     from assets.summary import summary
-    from pipelines.run_health import process_tags
-    from pipelines.runner import committed_scores, evaluation_partition, get_instance, pairs_of, register
-    from resources.evaluation import EvaluationSpec
-    from resources.evidence import export_evidence
-    from resources.lake import LakeStore
-    from resources.metric_inputs import build_metric
+    from pipelines.runs.run_health import process_tags
+    from pipelines.runs.runner import committed_scores, evaluation_partition, get_instance, pairs_of, register
+    from resources.catalog.spec import EvaluationSpec
+    from resources.evidence.export import export_evidence
+    from resources.lake.tables import LakeStore
+    from resources.scoring.metric_inputs import build_metric
 
     lake = LakeStore(root=str(folder / "lake"))
     instance = get_instance()  # the CLI's start-up: dead runs of this host are failed
@@ -114,9 +114,9 @@ def measure(folder: Path, n: int, export_to: Path) -> dict:
     import dagster as dg
     import polars as pl
 
-    from resources.evidence import verify_evidence
-    from resources.lake import LakeStore
-    from resources.lake_commit import KEYS
+    from resources.evidence.export import verify_evidence
+    from resources.lake.tables import LakeStore
+    from resources.lake.commit import KEYS
 
     lake = LakeStore(root=str(folder / "lake"))
     out: dict = {"duplicates": {}}
@@ -183,10 +183,10 @@ def warm(config: dict) -> None:
     import assets.scores  # noqa: F401
     import assets.summary  # noqa: F401
     import metric_ops.registry  # noqa: F401
-    import pipelines.runner  # noqa: F401
-    import resources.backend_api  # noqa: F401
-    import resources.evidence  # noqa: F401
-    import resources.metric_inputs  # noqa: F401
+    import pipelines.runs.runner  # noqa: F401
+    import resources.backends.api  # noqa: F401
+    import resources.evidence.export  # noqa: F401
+    import resources.scoring.metric_inputs  # noqa: F401
 
 
 def main(config_path: str) -> None:

@@ -1,10 +1,10 @@
 """A toy tool environment for live-episode tests: a shop with two orders, one read tool and
-one write tool (resources/episode_runner.py's ToolEnvironment)."""
+one write tool (resources/agents/runner.py's ToolEnvironment)."""
 
 from __future__ import annotations
 
 from metric_ops.base import Sample
-from resources.episode_runner import ToolEnvironment, tool
+from resources.agents.runner import ToolEnvironment, tool
 
 ORDERS = {"A1": {"status": "pending", "item": "lamp"}, "B2": {"status": "delivered", "item": "desk"}}
 

@@ -3,17 +3,17 @@
 
 - ``rouge_1``, ``rouge_2``, ``rouge_l``, ``rouge_lsum`` by Google's rouge-score rules
   (``rouge_scorer.RougeScorer``; with several references the best-F reference is kept,
-  ``score_multi``), computed by :mod:`metric_ops.rouge_ngram_lcs`, which equals rouge-score
+  ``score_multi``), computed by :mod:`metric_ops.lexical.rouge.ngram_lcs`, which equals rouge-score
   bit for bit (tested) without importing it (it imports NLTK, 1-2 s). Without stemming, on one-line texts, these equal the ROUGE-1.5.5 Perl
   script's ROUGE-1/2/L (checked on 412 pairs).
 - ``rouge_w``, ``rouge_s``, ``rouge_su``: rouge-score lacks them; computed in
-  :mod:`metric_ops.rouge155`. ``variant="rouge155"`` (default) reproduces the ROUGE-1.5.5
+  :mod:`metric_ops.lexical.rouge.rouge155`. ``variant="rouge155"`` (default) reproduces the ROUGE-1.5.5
   Perl script, whose numbers published ROUGE-W/S/SU figures are; ``variant="lin2004"`` uses
-  the paper's formulas (see :mod:`metric_ops.rouge155` for the three differences). The
+  the paper's formulas (see :mod:`metric_ops.lexical.rouge.rouge155` for the three differences). The
   variant enters the metric signature.
 
 Every variant takes the same tokenizer options, ``tokenizer`` (``default`` | ``unicode``,
-see :mod:`metric_ops.rouge_text`) and ``use_stemmer`` (Porter, tokens longer than 3
+see :mod:`metric_ops.lexical.rouge.text`) and ``use_stemmer`` (Porter, tokens longer than 3
 characters). Each metric emits ``<name>_precision``, ``<name>_recall`` and ``<name>_f`` in
 [0, 1] (F balanced, ROUGE-1.5.5's ``-p 0.5``).
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.rouge155 import (  # noqa: F401  (re-exported: tests and benchmarks import them from here)
+from metric_ops.lexical.rouge.rouge155 import (  # noqa: F401  (re-exported: tests and benchmarks import them from here)
     VARIANTS,
     check_variant,
     fmeasure,
@@ -45,7 +45,7 @@ from metric_ops.rouge155 import (  # noqa: F401  (re-exported: tests and benchma
     skip_bigrams,
     wlcs,
 )
-from metric_ops.rouge_text import (  # noqa: F401
+from metric_ops.lexical.rouge.text import (  # noqa: F401
     SENTENCE_SPLITS,
     TOKENIZERS,
     UnicodeTokenizer,
@@ -160,7 +160,7 @@ class _RougeScoreBase(_RougeBase):
         super().__init__(use_stemmer=use_stemmer, tokenizer=tokenizer)
 
     def setup(self) -> None:
-        from metric_ops.rouge_ngram_lcs import RougeScorer  # rouge-score's rules; importing rouge-score imports NLTK
+        from metric_ops.lexical.rouge.ngram_lcs import RougeScorer  # rouge-score's rules; importing rouge-score imports NLTK
 
         self._scorer = RougeScorer(self.rouge_type, self._tok)
 
@@ -270,7 +270,7 @@ class RougeW(_OwnRougeBase):
     of the reference, references pooled as ``-f A``; ``lin2004``: the paper's
     f^-1(WLCS/f(m)) from the dynamic programme, best-F reference), ``use_stemmer``,
     ``tokenizer``. No token on a side -> ``unscored``. Checked against the Perl script's
-    printed values (``tests/data/rouge155_known_answers.json``)."""
+    printed values (``pipelines/crossval/rouge155_known_answers.json``)."""
 
     name = "rouge_w"
     aliases = ("rougeW", "rouge-w")

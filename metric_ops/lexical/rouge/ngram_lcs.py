@@ -4,7 +4,7 @@ rouge-score (Google, PyPI ``rouge-score``) imports NLTK at module level, and imp
 NLTK costs 1-2 s on this project's machines, more than scoring a thousand pairs. These
 functions follow rouge-score's ``rouge_scorer`` exactly (same tokenisation, counting,
 tie-breaking and floating-point operations), so their values equal rouge-score's bit for
-bit; ``tests/test_rouge.py`` and the cross-validation (``benchmarks/crossval``) check that
+bit; ``tests/test_rouge.py`` and the cross-validation (``pipelines/crossval``) check that
 on real data. NLTK is imported only for the Porter stemmer, and only when stemming is on.
 
 Rules (Lin, 2004, as rouge-score implements them):

@@ -2,7 +2,7 @@
 
 ``variant="rouge155"`` (the default of facetlake's metrics) reproduces the ROUGE-1.5.5 Perl
 script (Lin, 2004; ``ROUGE-1.5.5.pl``, the program behind published ROUGE-W/S/SU figures),
-checked against its output on 412 pairs (``tests/data/rouge155_known_answers.json``).
+checked against its output on 412 pairs (``pipelines/crossval/rouge155_known_answers.json``).
 ``variant="lin2004"`` keeps the formulas of Lin's (2004) paper. They differ in three places:
 
 1. ROUGE-W recall. 1.5.5 applies the weighting function twice to the reference length:

@@ -74,7 +74,7 @@ def make_tokenizer(tokenizer: str = "default", use_stemmer: bool = False) -> Any
     ``"default"``: rouge-score's ``DefaultTokenizer`` (``[a-z0-9]`` runs, lower-cased);
     ``"unicode"``: :class:`UnicodeTokenizer`. Raises ``ValueError`` for other names."""
     if check_tokenizer(tokenizer) == "default":
-        from metric_ops.rouge_ngram_lcs import DefaultTokenizer  # rouge-score's rules, without importing NLTK
+        from metric_ops.lexical.rouge.ngram_lcs import DefaultTokenizer  # rouge-score's rules, without importing NLTK
 
         return DefaultTokenizer(use_stemmer=use_stemmer)
     return UnicodeTokenizer(use_stemmer=use_stemmer)

@@ -32,7 +32,7 @@ def _data_dir() -> Path:
     import os
 
     override = os.environ.get("FACETLAKE_DATA")
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "data"
+    return Path(override) if override else Path(__file__).resolve().parents[3] / "data"
 
 
 def _split(rows: list[dict], pool: int):

@@ -42,17 +42,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from resources import pii_lexicon as lex
-from resources.anonymise_base import (
+from resources.privacy.anonymise import lexicon as lex
+from resources.privacy.anonymise.base import (
     DETERMINISTIC_TYPES, ENTITY_TYPES, NER_TYPES, PLACEHOLDER, STRATEGIES, AnonymisationError, Entity, Recogniser,
 )
-from resources.anonymise_model import MODEL_NER_PROMPT, LLMCall, ModelNER
-from resources.anonymise_ner import (
+from resources.privacy.anonymise.model import MODEL_NER_PROMPT, LLMCall, ModelNER
+from resources.privacy.anonymise.ner import (
     NER_MODEL_ENV, PACKAGED_NER_META, PACKAGED_NER_MODEL, NERRecogniser, _check_packaged_meta, load_ner_pipeline, place_names,
 )
-from resources.anonymise_patterns import DeterministicRecogniser, iban_valid, luhn_valid
-from resources.anonymise_presidio import PresidioNER, blank_spacy_model, pin_tldextract_snapshot
-from resources.anonymise_rules import NAME_WORD, RuleBasedNER
+from resources.privacy.anonymise.patterns import DeterministicRecogniser, iban_valid, luhn_valid
+from resources.privacy.anonymise.presidio import PresidioNER, blank_spacy_model, pin_tldextract_snapshot
+from resources.privacy.anonymise.rules import NAME_WORD, RuleBasedNER
 
 __all__ = [
     "DETERMINISTIC_TYPES", "ENTITY_TYPES", "MODEL_NER_PROMPT", "LLMCall", "NAME_WORD", "NER_MODEL_ENV", "NER_TYPES", "PACKAGED_NER_META",
@@ -283,8 +283,8 @@ def build_anonymiser(
     ``options``: ``{"presidio": {"spacy_model": ..., "score_threshold": ...},
     "model": {"base_url": ..., "model": ..., "api_key_env": ..., "allow_remote": ...}}``.
     ``model_call``: for the ``model`` strategy, a factory from its options to its LLM call
-    (``messages -> reply text``; :func:`resources.privacy.model_anonymiser_call` is the one
-    that goes through resources.outbound). Raises ``ValueError`` for an unknown strategy, or
+    (``messages -> reply text``; :func:`resources.privacy.policy.model_anonymiser_call` is the one
+    that goes through resources.privacy.outbound). Raises ``ValueError`` for an unknown strategy, or
     a ``model`` strategy without ``base_url``/``model`` or without ``model_call``.
     """
     options = dict(options or {})
@@ -304,8 +304,8 @@ def build_anonymiser(
                     "(or FACETLAKE_ANONYMISE_MODEL=MODEL@BASE_URL), e.g. qwen2.5-7b@http://127.0.0.1:8000/v1"
                 )
             if model_call is None:
-                raise ValueError("the model anonymiser needs its LLM call: build it through resources.privacy "
-                                 "(PrivacyPolicy.anonymiser) or pass model_call=resources.privacy.model_anonymiser_call")
+                raise ValueError("the model anonymiser needs its LLM call: build it through resources.privacy.policy "
+                                 "(PrivacyPolicy.anonymiser) or pass model_call=resources.privacy.policy.model_anonymiser_call")
             ner.append(ModelNER(**conf, complete=model_call(conf)))
         else:
             raise ValueError(f"unknown anonymisation strategy {name!r}; known: {', '.join(STRATEGIES)} (or off)")

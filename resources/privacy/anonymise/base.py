@@ -1,4 +1,4 @@
-"""Shared types of the anonymiser (resources/anonymise.py): entity types, strategies, the
+"""Shared types of the anonymiser (resources/privacy/anonymise/__init__.py): entity types, strategies, the
 :class:`Entity` span, the :class:`Recogniser` protocol and :class:`AnonymisationError`."""
 
 from __future__ import annotations

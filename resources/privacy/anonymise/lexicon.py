@@ -120,7 +120,7 @@ KNOWN_ORGANIZATIONS = frozenset({
 })
 
 # Generic words that make a capitalised name an organisation when they end it (industry,
-# trade and institution nouns; the NER strategy's typing, resources/anonymise.py).
+# trade and institution nouns; the NER strategy's typing, resources/privacy/anonymise/__init__.py).
 ORG_HEAD_WORDS = frozenset(
     """
     shipping freight logistics analytics robotics textiles telecom telecoms generics ferries ferry events foods food homes

