@@ -124,7 +124,7 @@ def corpus_table(sizes: list[int], seed: int) -> Table:
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import _paired_ar_test, _paired_bs_test
 
-    from metric_ops.scoring.corpus import bleu_from_totals
+    from metric_ops.lexical.bleu import bleu_from_totals
 
     table = Table(title="corpus BLEU significance: sacrebleu's paired_bs / paired_ar vs metric_ops.stats (same seed)")
     for col in ("test", "segments", "sacrebleu s", "facetlake s", "ratio", "sacrebleu p", "facetlake p"):

@@ -25,6 +25,8 @@ DIMENSIONS: tuple[str, ...] = ("baseline_grounding", "epistemic", "factual", "pr
 LOCALITIES: tuple[str, ...] = ("local", "external")
 STATUSES: tuple[str, ...] = ("scored", "unscored", "error")
 SAMPLE_FIELDS: tuple[str, ...] = ("input", "output", "references", "context", "metadata", "ratings")
+#: ``detail["level"]`` of a corpus-level metric's stored rows (metric_ops/scoring/corpus.py)
+CORPUS_LEVEL = "corpus"
 #: a scored value outside its declared range by at most this much, relative to the bound
 #: (``RANGE_RTOL * max(1, |bound|)``), is float rounding and is clamped to the bound
 RANGE_RTOL: float = 1e-6

@@ -15,7 +15,9 @@ from sacrebleu.significance import PairedTest, _bootstrap_resample
 
 from metric_ops import compare, stats
 from metric_ops.base import Sample
-from metric_ops.scoring.corpus import CorpusStatistics, bleu_from_totals, chrf_from_totals
+from metric_ops.scoring.corpus import CorpusStatistics
+from metric_ops.lexical.bleu import bleu_from_totals
+from metric_ops.lexical.chrf import chrf_from_totals
 from metric_ops.registry import get_metric
 from metric_ops.scoring.rows import score_rows
 from tests.conftest import DATA_DIR

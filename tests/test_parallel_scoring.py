@@ -198,7 +198,7 @@ def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance
     process (FACETLAKE_SCORE_WORKERS=1) row for row."""
     import polars as pl
 
-    from metric_ops.lexical.squad import SentenceBLEU
+    from metric_ops.lexical.bleu import SentenceBLEU
     from metric_ops.lexical.rouge import _RougeBase
     from pipelines.runs.runner import run_evaluation
     from resources.lake.tables import LakeStore

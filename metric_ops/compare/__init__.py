@@ -69,7 +69,8 @@ import numpy as np
 import polars as pl
 
 from metric_ops import stats
-from metric_ops.scoring.corpus import CORPUS_LEVEL, CorpusStatistics
+from metric_ops.base import CORPUS_LEVEL
+from metric_ops.scoring.corpus import CorpusStatistics
 from metric_ops.compare.frames import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
     ALPHA,
     HUMAN_PREFIX,

@@ -13,7 +13,8 @@ import numpy as np
 import polars as pl
 
 from metric_ops import stats
-from metric_ops.scoring.corpus import CORPUS_LEVEL, CorpusStatistics
+from metric_ops.base import CORPUS_LEVEL
+from metric_ops.scoring.corpus import CorpusStatistics
 from metric_ops.compare.frames import (
     ALPHA,
     _corpus_statistics,

@@ -1,14 +1,18 @@
-"""BLEU variants beyond sentence BLEU, and chrF / chrF++.
+"""BLEU, in one place: sentence BLEU, corpus BLEU, NLTK's sentence BLEU, and the corpus
+aggregate that recomputes BLEU from summed sufficient statistics.
 
-- ``corpus_bleu``: corpus BLEU through sacrebleu (Papineni et al., 2002; Post, 2018),
-  with the reference shape checked (:func:`reference_streams`) so a per-sample
-  reference list is never silently read as extra reference streams.
+- ``bleu``: sentence BLEU through sacrebleu (Papineni et al., 2002; Post, 2018),
+  multi-reference, sacrebleu's sentence defaults (:class:`SentenceBLEU`);
+- ``corpus_bleu``: corpus BLEU through sacrebleu, with the reference shape checked
+  (:func:`reference_streams`) so a per-sample reference list is never silently read as
+  extra reference streams (:class:`CorpusBLEU`);
 - ``nltk_bleu``: the NLTK-style sentence BLEU (``nltk.translate.bleu_score.sentence_bleu``)
-  with its smoothing methods (Chen & Cherry, 2014), a separately named variant.
-- ``chrf`` / ``chrf_pp``: character n-gram F-score (Popovic, 2015) and chrF++ (Popovic,
-  2017, word bigrams added) through sacrebleu.
+  with its smoothing methods (Chen & Cherry, 2014), a separately named variant;
+- :func:`bleu_from_totals`: sacrebleu's ``BLEU.compute_bleu`` vectorised over a batch of
+  summed statistics (the corpus aggregate ``bleu`` of
+  :class:`metric_ops.scoring.corpus.CorpusStatistics`, which bootstrap resampling calls).
 
-The sentence-level sacrebleu BLEU is ``bleu`` in :mod:`metric_ops.lexical.squad`.
+chrF and chrF++ (sentence and corpus) are in :mod:`metric_ops.lexical.chrf`.
 """
 
 from __future__ import annotations
@@ -17,10 +21,87 @@ import warnings
 
 from typing import Any, Sequence
 
-from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
-from metric_ops.lexical.squad import SacrebleuSentenceMetric
+import numpy as np
 
-# --------------------------------------------------------------------------- shapes
+from metric_ops.base import CORPUS_LEVEL, Direction, Metric, Sample, Score, check_lengths
+
+# --------------------------------------------------------------------------- sentence BLEU
+
+
+class SacrebleuSentenceMetric(Metric):
+    """Shared code of sacrebleu's sentence-level metrics (BLEU, chrF, chrF++).
+
+    Subclasses build ``self._sacre`` (a ``sacrebleu.metrics`` object) in ``__init__``.
+    An empty hypothesis gives 0.0 with no exception (``detail["empty"]``); references
+    that are all empty or whitespace-only leave nothing to measure (``unscored``); otherwise the value is
+    ``self._sacre.sentence_score(hyp, refs).score`` (0-100) and :meth:`_detail` adds the
+    metric's intermediate numbers. The signature embeds sacrebleu's own signature string.
+    """
+
+    abstract = True
+    libraries = ("sacrebleu",)
+    signature_extras = ("sacrebleu_sig",)
+    value_range = (0.0, 100.0)
+    _sacre: Any
+    parallel_safe = True
+
+    def _detail(self, result: Any) -> dict[str, Any]:
+        return {}
+
+    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
+        check_lengths(samples, outputs)
+        results = []
+        for sample, output in zip(samples, outputs):
+            refs = list(sample.references)
+            if not any(r.strip() for r in refs):  # the runner drops blank references first; kept for direct callers
+                results.append({self.name: Score.unscored("every reference is empty or whitespace-only: nothing to compare with",
+                                                          empty="references")})
+                continue
+            if not output.strip():  # an empty output is measured: it matches nothing (sacrebleu: 0)
+                results.append({self.name: Score(0.0, detail={"empty": "hypothesis"})})
+                continue
+            result = self._sacre.sentence_score(output, refs)
+            results.append({self.name: Score(result.score, detail=self._detail(result))})
+        return results
+
+    def signature(self) -> str:
+        # sentence-level scoring takes a variable number of references per sample
+        sig = self._sacre._SIGNATURE_TYPE({**self._sacre.__dict__, "num_refs": -1})
+        return f"{super().signature()}|sacrebleu_sig:{sig.format()}"
+
+
+class SentenceBLEU(SacrebleuSentenceMetric):
+    """Sentence-level BLEU through sacrebleu (Papineni et al., 2002; Post, 2018).
+
+    Input: one hypothesis and >= 1 references per sample. Output on sacrebleu's 0-100
+    scale (``sacrebleu.sentence_bleu(hyp, refs).score``) with sacrebleu's defaults for
+    sentence BLEU (tokenizer ``13a``, ``exp`` smoothing, effective order), in [0, 100]
+    (a perfect match is exactly 100: the runner clamps sacrebleu's float residue such as
+    100.00000000000004, see :func:`metric_ops.base.check_range`). An empty hypothesis
+    gives 0.0, no exception; empty or whitespace-only references are ``unscored``. The
+    sacrebleu signature string is recorded in ``detail``.
+
+    Parameters: ``tokenize`` (sacrebleu tokenizer name), ``lowercase`` (bool),
+    ``smooth_method`` (``exp``/``floor``/``add-k``/``none``).
+    """
+
+    name = "bleu"
+    aliases = ("sentence_bleu", "sacrebleu")
+    direction = Direction.MAXIMIZE
+    dimension = "baseline_grounding"
+    version = "1"
+
+    def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
+        super().__init__(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
+        from sacrebleu.metrics import BLEU
+
+        self._sacre = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
+
+    def _detail(self, result: Any) -> dict[str, Any]:
+        return {"bp": result.bp, "precisions": result.precisions}
+
+
+# --------------------------------------------------------------------------- shapes and corpus BLEU
 
 
 def reference_streams(n_hypotheses: int, references: Sequence[Any]) -> list[list[str | None]]:
@@ -131,13 +212,13 @@ class CorpusBLEU(Metric):
         stats = self._bleu._extract_corpus_statistics(list(outputs), streams)
         result = self._bleu._compute_score_from_stats([sum(col) for col in zip(*stats)])
         return [
-            {self.name: Score(result.score, detail={"level": "corpus", "n_samples": len(samples), "stats": [float(x) for x in row]})}
+            {self.name: Score(result.score, detail={"level": CORPUS_LEVEL, "n_samples": len(samples), "stats": [float(x) for x in row]})}
             for row in stats
         ]
 
     def corpus_spec(self, score_name: str) -> dict[str, Any]:
         """Aggregate, parameters and statistics names of the stored corpus score
-        (:class:`metric_ops.scoring.corpus.CorpusStatistics`; aggregate :func:`metric_ops.scoring.corpus.bleu_from_totals`)."""
+        (:class:`metric_ops.scoring.corpus.CorpusStatistics`; aggregate :func:`metric_ops.lexical.bleu.bleu_from_totals`)."""
         b = self._bleu
         order = b.max_ngram_order
         fields = ["hyp_len", "ref_len", *(f"match_{n}" for n in range(1, order + 1)), *(f"total_{n}" for n in range(1, order + 1))]
@@ -245,44 +326,67 @@ class NltkBLEU(Metric):
         return results
 
 
-# --------------------------------------------------------------------------- chrF
+# --------------------------------------------------------------------------- corpus aggregate
+BLEU_SMOOTH_DEFAULTS = {"none": None, "floor": 0.1, "add-k": 1, "exp": None}
 
 
-class _ChrFBase(SacrebleuSentenceMetric):
-    """Shared chrF code; see :class:`ChrF` and :class:`ChrFPlusPlus`."""
+def bleu_from_totals(
+    totals: Any,
+    max_ngram_order: int = 4,
+    smooth_method: str = "exp",
+    smooth_value: float | None = None,
+    effective_order: bool = False,
+) -> np.ndarray:
+    """BLEU (0-100) of each row of summed statistics, as sacrebleu's ``BLEU.compute_bleu``.
 
-    abstract = True
-    direction = Direction.MAXIMIZE
-    dimension = "baseline_grounding"
-    version = "1"
-    word_order = 0
+    Args:
+        totals: ``(B, 2 + 2N)`` or ``(2 + 2N,)``: hypothesis length, reference length,
+            N n-gram match counts, N n-gram totals (sacrebleu's statistics layout).
+        max_ngram_order, smooth_method (``none``/``floor``/``add-k``/``exp``),
+        smooth_value (None: sacrebleu's default), effective_order: sacrebleu's settings.
 
-    def __init__(self, char_order: int = 6, beta: int = 2, lowercase: bool = False, whitespace: bool = False) -> None:
-        super().__init__(char_order=char_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
-        from sacrebleu.metrics import CHRF
-
-        self._sacre = CHRF(char_order=char_order, word_order=self.word_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
-
-
-class ChrF(_ChrFBase):
-    """chrF (Popovic, 2015) through sacrebleu's ``CHRF`` (``word_order=0``).
-
-    Input: one hypothesis and >= 1 references per sample (sacrebleu keeps the best
-    reference). Output on sacrebleu's 0-100 scale. An empty (or whitespace-only)
-    hypothesis, or references that are all empty, give 0.0 with no exception (sacrebleu
-    gives 0.0 too). Parameters: ``char_order`` (6), ``beta`` (2), ``lowercase``,
-    ``whitespace`` (keep spaces in character n-grams).
+    Returns ``(B,)`` scores; sacrebleu's rules kept: 0 when no n-gram matches, the
+    brevity penalty, the n-gram loop stopping at the first order with no n-grams, and
+    ``log(0)`` floored at -9999999999.
     """
+    if smooth_method not in BLEU_SMOOTH_DEFAULTS:
+        raise ValueError(f"unknown BLEU smooth_method {smooth_method!r}; use one of {', '.join(BLEU_SMOOTH_DEFAULTS)}")
+    t = np.atleast_2d(np.asarray(totals, dtype=float))
+    n_order = int(max_ngram_order)
+    if t.shape[1] != 2 + 2 * n_order:
+        raise ValueError(f"BLEU statistics need {2 + 2 * n_order} columns for max_ngram_order {n_order}, got {t.shape[1]}")
+    if smooth_value is None:
+        smooth_value = BLEU_SMOOTH_DEFAULTS[smooth_method]
+    sys_len, ref_len = np.floor(t[:, 0]), np.floor(t[:, 1])
+    correct, total = t[:, 2 : 2 + n_order], t[:, 2 + n_order :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / np.where(sys_len > 0, sys_len, 1.0)), 0.0), 1.0)
+        rows = t.shape[0]
+        precisions = np.zeros((rows, n_order))
+        active = np.ones(rows, dtype=bool)
+        smooth_mteval = np.ones(rows)
+        eff_order = np.full(rows, n_order)
+        for n in range(1, n_order + 1):
+            c, tot = correct[:, n - 1], total[:, n - 1]
+            if smooth_method == "add-k" and n > 1:
+                c, tot = c + smooth_value, tot + smooth_value
+            active &= tot != 0
+            if effective_order:
+                eff_order = np.where(active, n, eff_order)
+            safe = np.where(tot != 0, tot, 1.0)
+            zero = active & (c == 0)
+            if smooth_method == "exp":
+                smooth_mteval = np.where(zero, smooth_mteval * 2, smooth_mteval)
+                precisions[:, n - 1] = np.where(zero, 100.0 / (smooth_mteval * safe), precisions[:, n - 1])
+            elif smooth_method == "floor":
+                precisions[:, n - 1] = np.where(zero, 100.0 * smooth_value / safe, precisions[:, n - 1])
+            hit = active & (c != 0)
+            precisions[:, n - 1] = np.where(hit, 100.0 * c / safe, precisions[:, n - 1])
+        logs = np.where(precisions == 0.0, -9999999999.0, np.log(np.where(precisions > 0, precisions, 1.0)))
+        logs = np.where(np.arange(n_order)[None, :] < eff_order[:, None], logs, 0.0)
+        acc = np.zeros(rows)
+        for n in range(n_order):  # left to right, as sacrebleu's sum()
+            acc = acc + logs[:, n]
+        score = bp * np.exp(acc / eff_order)
+    return np.where((correct != 0).any(axis=1), score, 0.0)
 
-    name = "chrf"
-    word_order = 0
-
-
-class ChrFPlusPlus(_ChrFBase):
-    """chrF++ (Popovic, 2017) through sacrebleu's ``CHRF`` with ``word_order=2`` (word
-    unigrams and bigrams added). Same input, range (0-100) and empty-input behaviour as
-    ``chrf``."""
-
-    name = "chrf_pp"
-    aliases = ("chrf++", "chrfpp")
-    word_order = 2

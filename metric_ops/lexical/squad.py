@@ -1,9 +1,8 @@
-"""First lexical metrics: exact match and token F1 (SQuAD v2 rules) and sentence BLEU
-(sacrebleu). ROUGE-L lives with the other ROUGE variants in metric_ops/lexical/rouge/__init__.py.
+"""Exact match, token F1 and quasi-exact match under the SQuAD v2 evaluation script's rules.
 
-All are ``baseline_grounding``, ``local``, and take the maximum over a sample's
-references where the reference library does (SQuAD: max over gold answers; sacrebleu:
-multi-reference sentence BLEU).
+All are ``baseline_grounding``, ``local``, and take the maximum over a sample's gold
+answers, as the SQuAD v2 script does. BLEU is in :mod:`metric_ops.lexical.bleu`, chrF in
+:mod:`metric_ops.lexical.chrf`, ROUGE in :mod:`metric_ops.lexical.rouge`.
 """
 
 from __future__ import annotations
@@ -150,79 +149,3 @@ class QuasiExactMatch(_SquadMetric):
     version = "1"
 
     _compare = staticmethod(squad_contains)
-
-
-# --------------------------------------------------------------------------- BLEU
-
-
-class SacrebleuSentenceMetric(Metric):
-    """Shared code of sacrebleu's sentence-level metrics (BLEU, chrF, chrF++).
-
-    Subclasses build ``self._sacre`` (a ``sacrebleu.metrics`` object) in ``__init__``.
-    An empty hypothesis gives 0.0 with no exception (``detail["empty"]``); references
-    that are all empty or whitespace-only leave nothing to measure (``unscored``); otherwise the value is
-    ``self._sacre.sentence_score(hyp, refs).score`` (0-100) and :meth:`_detail` adds the
-    metric's intermediate numbers. The signature embeds sacrebleu's own signature string.
-    """
-
-    abstract = True
-    libraries = ("sacrebleu",)
-    signature_extras = ("sacrebleu_sig",)
-    value_range = (0.0, 100.0)
-    _sacre: Any
-    parallel_safe = True
-
-    def _detail(self, result: Any) -> dict[str, Any]:
-        return {}
-
-    def score_batch(self, samples: Sequence[Sample], outputs: Sequence[str]) -> list[dict[str, Score]]:
-        check_lengths(samples, outputs)
-        results = []
-        for sample, output in zip(samples, outputs):
-            refs = list(sample.references)
-            if not any(r.strip() for r in refs):  # the runner drops blank references first; kept for direct callers
-                results.append({self.name: Score.unscored("every reference is empty or whitespace-only: nothing to compare with",
-                                                          empty="references")})
-                continue
-            if not output.strip():  # an empty output is measured: it matches nothing (sacrebleu: 0)
-                results.append({self.name: Score(0.0, detail={"empty": "hypothesis"})})
-                continue
-            result = self._sacre.sentence_score(output, refs)
-            results.append({self.name: Score(result.score, detail=self._detail(result))})
-        return results
-
-    def signature(self) -> str:
-        # sentence-level scoring takes a variable number of references per sample
-        sig = self._sacre._SIGNATURE_TYPE({**self._sacre.__dict__, "num_refs": -1})
-        return f"{super().signature()}|sacrebleu_sig:{sig.format()}"
-
-
-class SentenceBLEU(SacrebleuSentenceMetric):
-    """Sentence-level BLEU through sacrebleu (Papineni et al., 2002; Post, 2018).
-
-    Input: one hypothesis and >= 1 references per sample. Output on sacrebleu's 0-100
-    scale (``sacrebleu.sentence_bleu(hyp, refs).score``) with sacrebleu's defaults for
-    sentence BLEU (tokenizer ``13a``, ``exp`` smoothing, effective order), in [0, 100]
-    (a perfect match is exactly 100: the runner clamps sacrebleu's float residue such as
-    100.00000000000004, see :func:`metric_ops.base.check_range`). An empty hypothesis
-    gives 0.0, no exception; empty or whitespace-only references are ``unscored``. The
-    sacrebleu signature string is recorded in ``detail``.
-
-    Parameters: ``tokenize`` (sacrebleu tokenizer name), ``lowercase`` (bool),
-    ``smooth_method`` (``exp``/``floor``/``add-k``/``none``).
-    """
-
-    name = "bleu"
-    aliases = ("sentence_bleu", "sacrebleu")
-    direction = Direction.MAXIMIZE
-    dimension = "baseline_grounding"
-    version = "1"
-
-    def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
-        super().__init__(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
-        from sacrebleu.metrics import BLEU
-
-        self._sacre = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
-
-    def _detail(self, result: Any) -> dict[str, Any]:
-        return {"bp": result.bp, "precisions": result.precisions}
