@@ -20,7 +20,8 @@ from tqdm.auto import tqdm
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from metric_ops.identity import parse_signature
 from metric_ops.registry import REGISTRY
-from metric_ops.scoring.rows import frame_of_rows, human_rating_rows, score_frame
+from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
+from metric_ops.scoring.frame import score_frame
 from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json

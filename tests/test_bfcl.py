@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from metric_ops.scoring.rows import score_rows
+from metric_ops.scoring.frame import score_rows
 from metric_ops.toolcalls import BFCLAstAccuracy, ToolCallMetrics, bfcl_verdict
 from resources.datasets.bfcl import (
     BFCL_CATEGORIES,

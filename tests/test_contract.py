@@ -9,7 +9,8 @@ import sacrebleu
 
 from metric_ops import Direction, Metric, MetricDefinitionError, Sample, Score, get_metric
 from metric_ops.registry import REGISTRY, UnknownMetricError
-from metric_ops.scoring.rows import human_rating_rows, score_rows
+from metric_ops.scoring.rows import human_rating_rows
+from metric_ops.scoring.frame import score_rows
 
 
 def test_metric_without_direction_fails_at_class_definition():

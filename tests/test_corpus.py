@@ -19,7 +19,7 @@ from metric_ops.scoring.corpus import CorpusStatistics
 from metric_ops.lexical.bleu import bleu_from_totals
 from metric_ops.lexical.chrf import chrf_from_totals
 from metric_ops.registry import get_metric
-from metric_ops.scoring.rows import score_rows
+from metric_ops.scoring.frame import score_rows
 from tests.conftest import DATA_DIR
 
 SACREBLEU_SEED = 12345  # sacrebleu's default SACREBLEU_SEED

@@ -133,7 +133,8 @@ def test_an_empty_signature_is_refused_naming_the_fix(bad):
 
 
 def test_score_rows_and_frames_carry_the_identity():
-    from metric_ops.scoring.rows import frame_of_rows, human_rating_rows, score_frame, score_rows
+    from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
+    from metric_ops.scoring.frame import score_frame, score_rows
 
     samples = [Sample("1", "q", ("the cat sat",), ratings={"overall": 4.0}), Sample("2", "q", ("a dog",))]
     metric = get_metric("rouge_1", use_stemmer=True)

@@ -36,7 +36,7 @@ from metric_ops.judged.judging import (
     use_cache,
 )
 from metric_ops.judged.pairwise import judge_models, position_bias, round_robin_pairs, win_rates
-from metric_ops.scoring.rows import score_rows
+from metric_ops.scoring.frame import score_rows
 
 
 class ScriptedJudge:

@@ -82,7 +82,7 @@ def test_corpus_bleu_variable_reference_counts_match_sacrebleu_none_padding():
                                             ("the cat", "", "unscored"), ("the cat", "  \n ", "unscored")])
 def test_empty_output_scores_zero_and_empty_reference_is_unscored(name, hyp, ref, status):
     # an empty output is measured (it matches nothing); an empty reference is no reference (issue 15 kind 2)
-    from metric_ops.scoring.rows import score_rows
+    from metric_ops.scoring.frame import score_rows
 
     row = score_rows(get_metric(name), [_s(ref)], [hyp])[0]
     assert row["status"] == status

@@ -19,7 +19,7 @@ import pytest
 
 from metric_ops import Direction, Metric, Sample, Score, get_metric
 from metric_ops.scoring import parallel
-from metric_ops.scoring.rows import score_frame
+from metric_ops.scoring.frame import score_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.xdist_group("parallel_scoring")  # one pool of worker processes per module, not per test
@@ -167,8 +167,9 @@ def _unguarded_script_head() -> str:
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         print("script ran", flush=True)
-        from metric_ops import Sample, get_metric, parallel
-        from metric_ops.scoring.rows import score_frame
+        from metric_ops import Sample, get_metric
+        from metric_ops.scoring import parallel
+        from metric_ops.scoring.frame import score_frame
         samples = [Sample(str(i), "q", ("the cat sat on the mat number %d" % i,)) for i in range(3000)]
         outputs = ["a cat sat on a mat number %d" % (i % 7) for i in range(3000)]
     """)
@@ -278,7 +279,7 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     script.write_text(textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from metric_ops import parallel
+        from metric_ops.scoring import parallel
         pool = parallel._pool(2)
         print(" ".join(str(p) for p in pool._processes), flush=True)
         os._exit(137)
@@ -315,8 +316,9 @@ def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_pat
     script.write_text(textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(ROOT)!r})
-        from metric_ops import Sample, get_metric, parallel
-        from metric_ops.scoring.rows import score_frame
+        from metric_ops import Sample, get_metric
+        from metric_ops.scoring import parallel
+        from metric_ops.scoring.frame import score_frame
         samples = [Sample(str(i), "q", ("the cat sat on the mat number %d " % i * 30,)) for i in range(40000)]
         outputs = ["a cat sat on a mat number %d " % (i % 7) * 30 for i in range(40000)]
         pool = parallel._pool(2)
@@ -377,7 +379,7 @@ def test_plugin_metrics_are_built_in_workers_and_script_metrics_stay_in_process(
     workers (they import its module); one defined in the calling script is not offered to
     them (no worker could build it). Both give the in-process values, with no warning."""
     (tmp_path / "my_plugin.py").write_text(textwrap.dedent("""
-        from metric_ops.lexical.squad import SentenceBLEU
+        from metric_ops.lexical.bleu import SentenceBLEU
 
         class PluginBLEU(SentenceBLEU):
             name = "plugin_bleu"
@@ -387,9 +389,10 @@ def test_plugin_metrics_are_built_in_workers_and_script_metrics_stay_in_process(
         import sys
         sys.path[:0] = [{str(ROOT)!r}, {str(tmp_path)!r}]
         import my_plugin
-        from metric_ops import Sample, get_metric, parallel
-        from metric_ops.lexical.squad import SentenceBLEU
-        from metric_ops.scoring.rows import score_frame
+        from metric_ops import Sample, get_metric
+        from metric_ops.scoring import parallel
+        from metric_ops.lexical.bleu import SentenceBLEU
+        from metric_ops.scoring.frame import score_frame
 
         class ScriptBLEU(SentenceBLEU):
             name = "script_bleu"

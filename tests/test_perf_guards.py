@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 
 from metric_ops import Sample, get_metric
-from metric_ops.scoring.rows import score_frame, score_rows
+from metric_ops.scoring.frame import score_frame, score_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ import pytest
 import metric_ops  # noqa: F401  (registers every metric)
 from metric_ops import REGISTRY, Sample, get_metric
 from metric_ops.base import RANGE_RTOL, Direction, Metric, MetricDefinitionError, Score, check_range
-from metric_ops.scoring.rows import score_rows
+from metric_ops.scoring.frame import score_rows
 
 
 def _rows(name, refs, outputs, **params):

@@ -37,8 +37,10 @@ import numpy as np
 
 from metric_ops.base import CORPUS_LEVEL, Metric, Sample, Score, check_range
 from metric_ops.errors import FacetlakeError
+from metric_ops.identity import metric_params_json
 from metric_ops.lexical.bleu import bleu_from_totals
 from metric_ops.lexical.chrf import chrf_from_totals
+from metric_ops.scoring.rows import detail_json
 
 # --------------------------------------------------------------------------- aggregates
 def mean_from_totals(totals: Any) -> np.ndarray:
@@ -146,12 +148,8 @@ def corpus_score_rows(
     only (``detail.raw_value`` keeps the computed one), an ``error`` when further off.
     With no scored segment there is no corpus row: the segments' unscored / error rows
     are the record (never a corpus value of 0). Row keys are those of
-    :func:`metric_ops.scoring.rows.score_rows`.
+    :func:`metric_ops.scoring.frame.score_rows`.
     """
-    from metric_ops.scoring.rows import detail_json
-
-    from metric_ops.identity import metric_params_json
-
     signature, params = metric.signature(), metric_params_json(metric)
     rows: list[dict[str, Any]] = []
     for score_name, direction in metric.emitted().items():

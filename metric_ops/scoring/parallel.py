@@ -45,6 +45,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from metric_ops.errors import FacetlakeError
+from metric_ops.scoring.rows import local_columns
 
 if TYPE_CHECKING:
     from metric_ops.base import Metric, Sample
@@ -242,7 +243,6 @@ def _worker_columns(spec: tuple[str, str, dict[str, Any], str], samples: list["S
     import importlib
 
     from metric_ops.registry import get_metric
-    from metric_ops.scoring.rows import local_columns
 
     module, name, params, signature = spec
     metric = _WORKER_METRICS.get(signature)
@@ -329,8 +329,6 @@ def parallel_columns(
     """:func:`metric_ops.scoring.rows.local_columns` over chunks scored by ``workers`` processes
     (:func:`map_chunks`), joined in input order. A chunk that a worker could not score is
     scored here instead, with a warning naming its samples."""
-    from metric_ops.scoring.rows import local_columns
-
     bounds = chunk_bounds(len(samples), workers)
     spec = _spec(metric)
     parts = map_chunks(

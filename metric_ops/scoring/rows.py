@@ -1,6 +1,9 @@
-"""Apply metrics to a batch of samples and outputs, producing rows for the scores table.
+"""Apply one metric to a batch of samples and outputs: the per-sample rules and the row
+encoding that every scoring path shares (in process, worker processes, corpus rows).
 
-Pure: no Dagster, no Delta. The asset and the CLI call :func:`score_rows`.
+Pure: no Dagster, no Delta. The dispatchers the asset and the CLI call
+(:func:`~metric_ops.scoring.frame.score_rows`, ``score_columns``, ``score_frame``) are in
+:mod:`metric_ops.scoring.frame`, above this module and the ones they dispatch to.
 
 Rules (DESIGN.md "Contracts others rely on"):
 
@@ -150,51 +153,6 @@ def detail_json(detail: Any) -> str:
     return _DETAIL_ENCODER.encode(detail)
 
 
-def score_rows(
-    metric: Metric,
-    samples: Sequence[Sample],
-    outputs: Sequence[str | None],
-    **kwargs: Any,
-) -> list[dict[str, Any]]:
-    """Rows for the scores table: one per sample x emitted score name.
-
-    Each row has ``sample_id, metric, value, direction, dimension, locality, status,
-    detail (JSON string), signature, params`` (the metric's identity as JSON,
-    :func:`metric_ops.identity.metric_params_json`); the caller adds model, fingerprint
-    and dataset.
-    A corpus-level metric gives one corpus row per score name (``sample_id`` None) and
-    rows only for its unscored/errored segments (:func:`metric_ops.scoring.corpus.corpus_score_rows`).
-    """
-    results = score_metric(metric, samples, outputs, **kwargs)
-    if getattr(metric, "corpus_level", False):
-        from metric_ops.scoring.corpus import corpus_score_rows
-
-        return corpus_score_rows(metric, samples, results)
-    from metric_ops.identity import metric_params_json
-
-    directions = metric.emitted()
-    signature, params = metric.signature(), metric_params_json(metric)
-    rows = []
-    for sample, scores in zip(samples, results):
-        for score_name, direction in directions.items():
-            score = scores.get(score_name) or Score.error(f"{metric.name} produced no {score_name} score")
-            rows.append(
-                {
-                    "sample_id": sample.sample_id,
-                    "metric": score_name,
-                    "value": score.value,
-                    "direction": direction.value,
-                    "dimension": metric.dimension,
-                    "locality": metric.locality,
-                    "status": score.status,
-                    "detail": detail_json(score.detail),
-                    "signature": signature,
-                    "params": params,
-                }
-            )
-    return rows
-
-
 SCORE_FRAME_SCHEMA = {
     "sample_id": "String", "metric": "String", "value": "Float64", "direction": "String", "dimension": "String",
     "locality": "String", "status": "String", "detail": "String", "signature": "String",
@@ -219,73 +177,6 @@ def local_columns(
         scores = [r.get(score_name) or missing for r in results]
         columns[score_name] = ([s.value for s in scores], [s.status for s in scores], [detail_json(s.detail) for s in scores])
     return columns
-
-
-def score_columns(
-    metric: Metric,
-    samples: Sequence[Sample],
-    outputs: Sequence[str | None],
-    batch_size: int = 256,
-    progress: Callable[[int], Any] | None = None,
-    workers: int | None = None,
-) -> dict[str, tuple[list, list, list]]:
-    """The columns of :func:`local_columns`, scored by worker processes when the metric is
-    parallel-safe and the work pays for them (:func:`metric_ops.scoring.parallel.planned_workers`;
-    ``workers=1`` keeps it in process). Values, statuses and details are the same either
-    way. Raises ``ValueError`` when the lengths differ."""
-    check_lengths(samples, outputs)
-    from metric_ops.scoring.parallel import parallel_columns, planned_workers
-
-    n = planned_workers(metric, len(samples), workers)
-    if n > 1:
-        return parallel_columns(metric, samples, outputs, batch_size, n, progress)
-    return local_columns(metric, samples, outputs, batch_size, progress)
-
-
-def score_frame(
-    metric: Metric,
-    samples: Sequence[Sample],
-    outputs: Sequence[str | None],
-    batch_size: int = 256,
-    progress: Callable[[int], Any] | None = None,
-    workers: int | None = None,
-) -> "pl.DataFrame":
-    """The rows of :func:`score_rows` as one polars frame, built column by column.
-
-    Same columns, values and order as :func:`score_rows` (one row per sample x emitted
-    score name, in sample order then score-name order), without a Python dict per row:
-    what the scores asset writes at 100k+ samples. Constant columns (direction,
-    dimension, locality, signature) are built once per score name, not per row. A
-    parallel-safe metric over many samples is scored by worker processes
-    (:func:`score_columns`; ``workers`` as there). Raises what :func:`score_metric`
-    raises (length mismatch).
-    """
-    import polars as pl
-
-    if getattr(metric, "corpus_level", False):
-        return frame_of_rows(score_rows(metric, samples, outputs, batch_size=batch_size, progress=progress))
-    from metric_ops.identity import metric_params_json
-
-    columns = score_columns(metric, samples, outputs, batch_size=batch_size, progress=progress, workers=workers)
-    signature, params = metric.signature(), metric_params_json(metric)
-    sample_ids = [s.sample_id for s in samples]
-    parts = []
-    for score_name, direction in metric.emitted().items():
-        values, statuses, details = columns[score_name]
-        parts.append(pl.DataFrame({
-            "sample_id": sample_ids,
-            "value": values,
-            "status": statuses,
-            "detail": details,
-            "_order": range(len(values)),
-        }, schema_overrides={"value": pl.Float64, "sample_id": pl.String, "_order": pl.Int64}).with_columns(
-            metric=pl.lit(score_name), direction=pl.lit(direction.value), dimension=pl.lit(metric.dimension),
-            locality=pl.lit(metric.locality), signature=pl.lit(signature), params=pl.lit(params), _name=pl.lit(len(parts)),
-        ))
-    if not parts:
-        return frame_of_rows([])
-    frame = pl.concat(parts, how="vertical").sort(["_order", "_name"]) if len(parts) > 1 else parts[0]
-    return frame.select(list(SCORE_FRAME_SCHEMA))
 
 
 def frame_of_rows(rows: Sequence[dict[str, Any]]) -> "pl.DataFrame":
