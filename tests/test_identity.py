@@ -20,7 +20,7 @@ from metric_ops.identity import (
     parse_signature,
     signature_params_json,
 )
-from metric_ops.judged.judging import JudgeReply
+from metric_ops.judged.replies import JudgeReply
 from metric_ops.registry import REGISTRY, get_metric
 
 

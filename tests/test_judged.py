@@ -24,17 +24,10 @@ from metric_ops.judged.geval_jury import (
     rwg_agreement,
     split_tie,
 )
-from metric_ops.judged.judging import (
-    JudgeParseError,
-    JudgeReply,
-    MemoryJudgeCache,
-    TokenLogprob,
-    extract_json,
-    load_prompt,
-    parse_scale_score,
-    probability_weighted_score,
-    use_cache,
+from metric_ops.judged.replies import (
+    JudgeParseError, JudgeReply, TokenLogprob, extract_json, parse_scale_score, probability_weighted_score,
 )
+from metric_ops.judged.judging import MemoryJudgeCache, load_prompt, use_cache
 from metric_ops.judged.pairwise import judge_models, position_bias, round_robin_pairs, win_rates
 from metric_ops.scoring.frame import score_rows
 
@@ -518,7 +511,7 @@ def test_conflicting_verdicts_are_an_error_never_the_first_number(text):
 
 
 def test_normalise_reply_maps_every_clean_character_to_its_raw_position():
-    from metric_ops.judged.judging import normalise_reply
+    from metric_ops.judged.replies import normalise_reply
 
     raw = "a\u200bＢ\ufb01c"  # zero-width space, fullwidth B, the ligature fi
     clean, where = normalise_reply(raw)
@@ -535,7 +528,7 @@ def test_geval_reads_the_verdict_behind_a_zero_width_space():
 
 
 def test_json_verdicts_are_read_after_cleaning_too():
-    from metric_ops.judged.judging import JudgeReply as Reply
+    from metric_ops.judged.replies import JudgeReply as Reply
     from metric_ops.judged.pairwise import parse_pairwise
 
     obj, offset = extract_json('Verdict\u200b: {"verdict": "supported\u200b", "claim": "１"}')

@@ -11,15 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Sequence
 
 from metric_ops.base import Metric, Sample, Score, check_lengths
-from metric_ops.judged.judging import (
-    Judge,
-    JudgeCaller,
-    JudgeParseError,
-    active_cache,
-    error_score_detail,
-    load_prompt,
-    resolve_judge,
-)
+from metric_ops.judged.judging import Judge, JudgeCaller, active_cache, error_score_detail, load_prompt, resolve_judge
+from metric_ops.judged.replies import JudgeParseError
 
 VERDICTS = ("supported", "unsupported", "contradicted")
 

@@ -22,17 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Sample, Score, check_lengths
-from metric_ops.judged.judging import (
-    JudgeCaller,
-    JudgeParseError,
-    JudgeReply,
-    active_cache,
-    error_score_detail,
-    extract_json,
-    parse_scale_score,
-    probability_weighted_score,
-    require_list,
-    resolve_judge,
+from metric_ops.judged.judging import JudgeCaller, active_cache, error_score_detail, resolve_judge
+from metric_ops.judged.replies import (
+    JudgeParseError, JudgeReply, extract_json, parse_scale_score, probability_weighted_score, require_list,
 )
 
 from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401 (re-exported)
@@ -117,7 +109,7 @@ class GEval(JudgedMetric):
 
     Where the judge returns log-probabilities, each criterion's score is the
     probability-weighted ``sum_s s * p(s)`` read at the score token (duplicate tokens such
-    as "4" and " 4" summed; see :func:`~metric_ops.judged.judging.probability_weighted_score`).
+    as "4" and " 4" summed; see :func:`~metric_ops.judged.replies.probability_weighted_score`).
     Each criterion is normalised ``(s - min) / (max - min)`` to [0, 1]; the value is the
     weight-averaged normalised score. Requires input and output; one unreadable criterion
     makes the sample an ``error`` (raw reply kept). Parameters: ``criteria`` (list of

@@ -32,45 +32,9 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources as _resources
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+
 from metric_ops.errors import FacetlakeError
-
-# --------------------------------------------------------------------------- replies
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One generated token: its text, natural-log probability, the top-k alternatives
-    ``((token, logprob), ...)`` at that position (OpenAI ``logprobs.content`` shape) and,
-    where the backend knows it, the character offset of the token in the reply."""
-
-    token: str
-    logprob: float
-    top: tuple[tuple[str, float], ...] = ()
-    start: int | None = None
-
-
-@dataclass(frozen=True)
-class JudgeReply:
-    """A judge's answer: the text and, where the backend returns them, per-token
-    log-probabilities (``None`` when it does not)."""
-
-    text: str
-    logprobs: tuple[TokenLogprob, ...] | None = None
-
-    def to_json(self) -> str:
-        """Compact JSON for a cache row."""
-        lp = None if self.logprobs is None else [[t.token, t.logprob, [list(a) for a in t.top], t.start] for t in self.logprobs]
-        return json.dumps({"text": self.text, "logprobs": lp}, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, payload: str) -> "JudgeReply":
-        """Inverse of :meth:`to_json`."""
-        data = json.loads(payload)
-        lp = data.get("logprobs")
-        tokens = None if lp is None else tuple(
-            TokenLogprob(t[0], float(t[1]), tuple((a, float(b)) for a, b in t[2]), t[3] if len(t) > 3 else None) for t in lp)
-        return cls(text=data["text"], logprobs=tokens)
-
+from metric_ops.judged.replies import JudgeParseError, JudgeReply
 
 @runtime_checkable
 class Judge(Protocol):
@@ -250,20 +214,6 @@ def cache_key(identity: str, messages: Sequence[Mapping[str, str]], decoding: Ma
     a salt (juror index / attempt number)."""
     payload = json.dumps([identity, dict(decoding), list(messages), salt], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-from metric_ops.judged.replies import (  # noqa: E402,F401  (re-exported: the reply parsing lives there)
-    JudgeParseError,
-    ParsedScore,
-    extract_json,
-    normalise_reply,
-    parse_scale_score,
-    probability_weighted_score,
-    require_list,
-)
 
 
 @dataclass

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from metric_ops.base import Sample
-from metric_ops.judged.judging import JudgeCaller, JudgeParseError, JudgeReply, PromptTemplate, error_score_detail, extract_json
+from metric_ops.judged.judging import JudgeCaller, PromptTemplate, error_score_detail
+from metric_ops.judged.replies import JudgeParseError, JudgeReply, extract_json
 
 TOPOLOGIES = ("round_robin", "tournament")
 DEFAULT_CRITERION = "Which response answers the user input better: more correct, complete, relevant and clear."

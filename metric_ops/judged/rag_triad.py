@@ -8,13 +8,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Sample, Score
-from metric_ops.judged.judging import (
-    JudgeCaller,
-    JudgeParseError,
-    JudgeReply,
-    extract_json,
-    require_list,
-)
+from metric_ops.judged.judging import JudgeCaller
+from metric_ops.judged.replies import JudgeParseError, JudgeReply, extract_json, require_list
 
 from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401
 

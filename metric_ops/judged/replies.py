@@ -1,6 +1,7 @@
 """Reading judge replies: JSON extraction, scale scores, G-Eval probability weighting.
 
-Split out of :mod:`metric_ops.judged.judging` (which re-exports every name here). Honesty rules
+What a judge answered (:class:`JudgeReply`, with per-token :class:`TokenLogprob`) and how it is
+read. :mod:`metric_ops.judged.judging` (the judge contract and calls) builds on it. Honesty rules
 (DESIGN.md, issue 4; issue 15 kind 5):
 
 - a reply that cannot be parsed (prose with no JSON, truncated JSON, a missing field, a
@@ -19,11 +20,44 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
 from metric_ops.errors import FacetlakeError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from metric_ops.judged.judging import TokenLogprob
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token: its text, natural-log probability, the top-k alternatives
+    ``((token, logprob), ...)`` at that position (OpenAI ``logprobs.content`` shape) and,
+    where the backend knows it, the character offset of the token in the reply."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+    start: int | None = None
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """A judge's answer: the text and, where the backend returns them, per-token
+    log-probabilities (``None`` when it does not)."""
+
+    text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+    def to_json(self) -> str:
+        """Compact JSON for a cache row."""
+        lp = None if self.logprobs is None else [[t.token, t.logprob, [list(a) for a in t.top], t.start] for t in self.logprobs]
+        return json.dumps({"text": self.text, "logprobs": lp}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, payload: str) -> "JudgeReply":
+        """Inverse of :meth:`to_json`."""
+        data = json.loads(payload)
+        lp = data.get("logprobs")
+        tokens = None if lp is None else tuple(
+            TokenLogprob(t[0], float(t[1]), tuple((a, float(b)) for a, b in t[2]), t[3] if len(t) > 3 else None) for t in lp)
+        return cls(text=data["text"], logprobs=tokens)
 
 
 class JudgeParseError(FacetlakeError, ValueError):

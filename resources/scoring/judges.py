@@ -29,13 +29,8 @@ from typing import Any, Iterator, Mapping, Sequence
 import yaml
 
 from metric_ops.base import Sample
-from metric_ops.judged.judging import (
-    JudgeReply,
-    JudgeSpecError,
-    TokenLogprob,
-    install_judge_resolver,
-    use_cache,
-)
+from metric_ops.judged.replies import JudgeReply, TokenLogprob
+from metric_ops.judged.judging import JudgeSpecError, install_judge_resolver, use_cache
 from resources.catalog import utcnow
 from resources.lake.tables import LakeStore
 
