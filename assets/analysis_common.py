@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping
 import polars as pl
 
 from assets.freshness import scores_marker
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.lake.score_params import fill_params
 
 # the Delta tables an analysis row may depend on

@@ -14,7 +14,7 @@ from resources.prompting.annotators import make_annotators, run_annotators
 from resources.backends import ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.backends.planning import latest_rows
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 ANNOTATIONS_COLUMNS = [
     ("model", "model partition key"),

@@ -34,7 +34,7 @@ from resources.backends import ModelBackends, parse_model_spec
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.datasets import DatasetError
 from resources.agents.episodes import episode_row, read_episodes
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 # the verdict assets computed from an evaluation's scores, in materialisation order
 BASE_VERDICTS = ("summary", "comparisons", "correlations")

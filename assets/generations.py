@@ -18,7 +18,7 @@ from resources.prompting.adapters import AdapterError, make_adapter
 from resources.backends import GenerationRequest, GenerationResult, ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.backends.planning import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 from assets.lease_scope import lease_scope

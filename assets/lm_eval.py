@@ -16,7 +16,7 @@ from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.freshness import stored_scores_markers
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.lm_eval.bridge import AGREEMENT_TOLERANCE, summary_rows
 
 CHECK_AGREES = "check_lm_eval_summary_agrees"

@@ -22,7 +22,7 @@ from metric_ops.scoring.rows import detail_json
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
 from resources.scoring.judges import judge_session
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 PAIRWISE_VERSION = "1"
 

@@ -42,7 +42,7 @@ import dagster as dg
 from resources import catalog
 
 if TYPE_CHECKING:  # pragma: no cover
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
 EVALUATION_DIMENSION = "evaluation"
 PAIR_DIMENSION = "pair"

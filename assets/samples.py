@@ -15,7 +15,7 @@ from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import DATASETS
 from resources.catalog.spec import load_dataset
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.privacy.policy import samples_for_lake, store_raw_samples
 
 SAMPLES_COLUMNS = {

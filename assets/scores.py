@@ -26,7 +26,7 @@ from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json
 from resources.scoring.judges import judge_session, merged_params
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.privacy.outbound import offline_mode
 from resources.privacy.policy import anonymised_references, offline_refusal_rows
 from assets.outbound_scope import outbound_scope

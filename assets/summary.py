@@ -15,7 +15,7 @@ from assets.analysis_common import metric_input_keys, plan_recompute, previous_m
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 _KEYS = ["fingerprint", "dataset", "model", "metric"]
 

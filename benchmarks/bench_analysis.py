@@ -163,7 +163,7 @@ def lake_table(lake_root: str, permutations: int, resamples: int) -> Table:
     from assets.comparisons import ComparisonsConfig, comparison_rows
     from assets.correlations import correlation_table
     from pipelines.report import write_report
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=lake_root)
     table = Table(title="analysis stage on a demo lake (one process, warm imports)")

@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from resources.lake.tables import LakeStore, to_arrow  # noqa: E402
+from resources.lake.resource import LakeStore  # noqa: E402
+from resources.lake.tables import to_arrow  # noqa: E402
 from resources.lake.lease import Lease  # noqa: E402
 from resources.privacy.ledger import DurableLedger  # noqa: E402
 

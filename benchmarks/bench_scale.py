@@ -136,7 +136,7 @@ def stage_rows(lake_root: str, since: float, env: dict[str, str]) -> list[dict]:
     try:
         import polars as pl
 
-        from resources.lake.tables import LakeStore
+        from resources.lake.resource import LakeStore
 
         runs = LakeStore(root=lake_root).read("runs", columns=["asset", "rows", "started_at", "finished_at"])
     finally:

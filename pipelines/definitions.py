@@ -11,8 +11,8 @@ from assets.catalog import INTERNAL_TABLES, SPECS
 from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job, scores_job
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
-from resources.lake.tables import LakeStore
-from resources.lake.resource import DuckDBReader
+from resources.lake.resource import LakeStore
+from resources.sql.resource import DuckDBReader
 from pipelines.cli.quiet import quiet_libraries
 
 quiet_libraries()  # also in code-location processes (`facetlake ui`, run workers), not only the CLI

@@ -35,7 +35,7 @@ from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluati
 from resources.catalog import evaluation_row, find_evaluation, pairs_of, register_model
 from resources.backends import BackendError, PrecomputedBackend
 from resources.catalog.spec import MODEL_SLUG, slugify_model
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 OUTPUT_SUFFIXES = {".jsonl", ".json", ".csv", ".parquet"}
 

@@ -107,7 +107,7 @@ def small_spec(name: str = "sfres-small", limit: int = 40, metrics=("exact_match
 def evaluated_lake(tmp_path_factory, instance):
     """A lake holding one materialised SF-RES evaluation (40 real rows); read-only for tests."""
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     root = tmp_path_factory.mktemp("lake_session") / "lake"
     lake = LakeStore(root=str(root))
@@ -118,7 +118,7 @@ def evaluated_lake(tmp_path_factory, instance):
 @pytest.fixture
 def lake_copy(evaluated_lake, tmp_path):
     """A private copy of the evaluated lake, for tests that write."""
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake, resolved = evaluated_lake
     root = tmp_path / "lake"

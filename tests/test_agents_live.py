@@ -45,7 +45,7 @@ def _spec(name, models, tasks_file, runtime, generation=None):
 @pytest.mark.slow
 def test_live_episodes_scripted_agent_over_http(tasks_file, tmp_path, instance):
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from tests.support.agent_server import AgentServer
 
     server = AgentServer().start()
@@ -85,7 +85,7 @@ def test_live_episodes_tiny_lm_through_the_hf_backend(tasks_file, tmp_path, inst
     from pipelines.runs.runner import run_evaluation
     from resources.backends import GenerationRequest, ModelBackends
     from resources.agents.runner import _backend_view
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from metric_ops.base import Sample
     from support.tiny_lm import build_tiny_lm
 
@@ -119,7 +119,7 @@ def test_live_episode_with_a_model_playing_the_user(tasks_file, tmp_path, instan
     from resources.backends import GenerationRequest, ModelBackends
     from resources.agents.runner import USER_PROMPT
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from metric_ops.base import Sample
     from support.tiny_lm import build_tiny_lm
 

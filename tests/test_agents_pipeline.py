@@ -29,7 +29,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def demo_lake(tmp_path_factory, dagster_home):
     from resources.catalog.spec import EvaluationSpec, resolve
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from pipelines.cli.agents import TAU_BENCH_CONFIG
 
     root = tmp_path_factory.mktemp("agents") / "lake"
@@ -101,7 +101,7 @@ def test_pass_hat_k_recomputed_independently_from_the_raw_file(demo_lake):
 
 @pytest.mark.slow
 def test_rescoring_reads_stored_episodes_without_running_them(demo_lake, tmp_path):
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake0, fp, _, _ = demo_lake
     root = tmp_path / "lake"
@@ -123,7 +123,7 @@ def test_second_agent_compared_task_paired_with_fewer_trials(demo_lake, tmp_path
     tasks, so the same fingerprint; at k = 3, 4 its tasks are excluded and counted."""
     from pipelines.runs.runner import run_evaluation
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake0, fp, _, _ = demo_lake
     root = tmp_path / "lake"
@@ -209,7 +209,7 @@ def test_report_shows_the_pass_hat_k_curve_in_chromium(demo_lake, tmp_path):
 def test_episodes_of_unknown_tasks_are_error_rows_and_never_scored(tmp_path, instance):
     from pipelines.runs.runner import run_evaluation
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     tasks = tmp_path / "tasks.jsonl"

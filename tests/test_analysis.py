@@ -29,7 +29,7 @@ def demo_lake(tmp_path_factory, instance):
     once through pipelines.runs.runner.run_evaluation, the path `facetlake demo` takes."""
     from pipelines.runs.runner import run_evaluation
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path_factory.mktemp("demo_lake") / "lake"))
     resolved = {name: run_evaluation(EvaluationSpec.from_yaml(CONFIGS / f"{name}.yaml"), lake, instance) for name in ("sfres", "qags")}
@@ -269,7 +269,8 @@ def test_tradeoff_resources_come_from_generations_and_runs_provenance(tmp_path):
     import datetime as dt
 
     from assets.analysis_common import pinned_versions, resource_figures
-    from resources.lake.tables import SCHEMAS, LakeStore
+    from resources.lake.tables import SCHEMAS
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     fp = "a" * 64

@@ -18,7 +18,7 @@ from assets.partitions import evaluation_partitions
 from assets.summary import summary
 from resources.catalog import register_evaluation
 from resources.catalog.spec import resolve
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from tests.conftest import small_spec
 
 N = 6

@@ -37,7 +37,7 @@ def test_help_shows_boolean_flags_without_a_value_type():
     ("SF-RES data-to-text (Wen et al., 2015) from UniEval: ratings 1-6 (informativeness,\n    naturalness, overall). More.",
      "SF-RES data-to-text (Wen et al., 2015) from UniEval: ratings 1-6 (informativeness, naturalness, overall)."),
     ('SelfAware (Yin et al., 2023): ``{"example": [...]}``.\n\n    Second paragraph.', 'SelfAware (Yin et al., 2023): {"example": [...]}.'),
-    ("Uses :class:`resources.lake.tables.LakeStore` and `x`", "Uses resources.lake.tables.LakeStore and x"),
+    ("Uses :class:`resources.lake.resource.LakeStore` and `x`", "Uses resources.lake.resource.LakeStore and x"),
     (None, ""),
 ])
 def test_first_sentence(doc, expected):
@@ -228,7 +228,7 @@ def test_a_run_says_what_it_reused(tmp_path, instance):
     """`facetlake run --help` promises the run says what it reused: the assets log it at INFO
     (below the console's level), so the in-process run collects it for the CLI to print."""
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
     lake = LakeStore(root=str(tmp_path / "lake"))

@@ -42,7 +42,7 @@ def infra(tmp_path_factory):
 @pytest.fixture
 def s3_lake(infra, monkeypatch):
     """A LakeStore in this process over the deployment's S3 lake (credentials from the environment)."""
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     for key, value in lake_env(infra).items():
         monkeypatch.setenv(key, value)

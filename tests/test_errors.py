@@ -21,7 +21,7 @@ OWNED = [
     ("resources.catalog", "HistoryPartitionError", LookupError), ("resources.catalog.spec", "SpecError", ValueError),
     ("resources.agents.runner", "EnvironmentLoadError", RuntimeError), ("resources.privacy.keys", "MissingKeyError", RuntimeError),
     ("resources.lm_eval.bridge", "LmEvalError", ValueError), ("resources.lm_eval.models", "LmEvalPrivacyError", ValueError),
-    ("resources.scoring.metric_inputs", "MetricInputError", ValueError), ("resources.lake.migrations", "MigrationError", RuntimeError),
+    ("resources.scoring.metric_inputs", "MetricInputError", ValueError), ("resources.catalog.migrations", "MigrationError", RuntimeError),
     ("resources.catalog.profiles", "ProfileError", ValueError), ("resources.sql", "SQLRefusedError", ValueError),
     ("resources.sql", "SQLLimitError", RuntimeError), ("pipelines.runs.launch", "LaunchError", RuntimeError),
     ("pipelines.report.lineage", "LineageError", LookupError),

@@ -26,7 +26,7 @@ from resources.evidence.export import (
     MANIFEST, SIGNATURE, EvidenceError, export_evidence, generate_keypair, load_public_key, load_signing_key, sha256_file,
     verify_evidence,
 )
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 # pytest-xdist: one worker runs this module (the signed lake and keys are module-scoped; README "Tests")
 pytestmark = pytest.mark.xdist_group("evidence_signing")
@@ -294,7 +294,7 @@ def test_export_csv_exits_cleanly_every_time(two_model_lake, tmp_path):
     codes = [code for code, _ in results]
     assert codes == [0] * 4 + [1] * 2, results
     # the mechanism itself, at its most likely: a filtered read of that table, then exit at once
-    script = ("import sys; from resources.lake.tables import LakeStore; "
+    script = ("import sys; from resources.lake.resource import LakeStore; "
               f"f = LakeStore(root={copy.root!r}).read('samples', where={{'fingerprint': '{5:064x}'}}, columns=['sample_id']); "
               "print(f.height); sys.exit(3)")
     for run in range(12):  # P(no abort in 12 | old code) = 0.62**12 < 0.3%

@@ -173,7 +173,7 @@ def old_lake(tmp_path):
     """A lake whose scores table was written, with deltalake directly, before the params column."""
     from deltalake import write_deltalake
 
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     old = pa.Table.from_pylist(_rows(get_metric("bleu", tokenize="intl"), "m1", ["1", "2"], "old-run"), schema=_OLD_SCORES)

@@ -289,7 +289,7 @@ def test_inbox_file_waits_until_its_evaluation_has_samples(instance, tmp_path):
     from conftest import small_spec
     from pipelines.runs.runner import materialize_samples, register
     from pipelines.sensors import InboxConfig, inbox_sensor
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     resolved = register(small_spec("inbox-wait", limit=5), lake, instance)

@@ -213,7 +213,7 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
 
     from pipelines.runs import instance_storage
     from pipelines.runs.runner import materialize_samples, register
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
     home = tmp_path / "home"

@@ -44,7 +44,7 @@ def two_model_lake(tmp_path_factory, instance):
     from pipelines.runs.runner import run_evaluation
     from resources.datasets import make_dataset
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     root = tmp_path_factory.mktemp("judge_lake")
     refs = root / "refs.jsonl"

@@ -7,7 +7,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from resources.lake.tables import LakeError, LakeStore, predicate_for
+from resources.lake.tables import LakeError, predicate_for
+from resources.lake.resource import LakeStore
 from resources.sql import SQLRefusedError, query
 
 FP_A = "a" * 64

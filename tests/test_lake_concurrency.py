@@ -10,7 +10,8 @@ import sys
 import polars as pl
 import pytest
 
-from resources.lake.tables import LakeError, LakeStore, to_arrow
+from resources.lake.tables import LakeError, to_arrow
+from resources.lake.resource import LakeStore
 from resources.lake.commit import LakeConflictError, with_retries
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)

@@ -122,7 +122,7 @@ def test_a_small_run_loads_neither_pandas_nor_pyarrow_dataset(tmp_path):
         "sys.path.insert(0, os.getcwd())\n"
         "from tests.conftest import small_spec\n"
         "from pipelines.runs.runner import get_instance, run_evaluation\n"
-        "from resources.lake.tables import LakeStore\n"
+        "from resources.lake.resource import LakeStore\n"
         "from pipelines.cli.run import print_verdicts\n"
         f"lake = LakeStore(root={str(tmp_path / 'lake')!r})\n"
         "resolved = run_evaluation(small_spec(name='imports', limit=20), lake, get_instance(capture_logs=False))\n"
@@ -143,7 +143,7 @@ def test_reads_follow_every_commit_and_a_table_made_again(tmp_path):
 
     from deltalake import DeltaTable
 
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     from tests.test_lake import score_row
 
@@ -168,7 +168,8 @@ def test_a_lake_in_a_folder_with_a_space_accent_and_hash(tmp_path, instance):
     """deltalake percent-encodes the table folder in its file URIs ("my%20lake"); the lake's
     readers must find the files on disk (a run and `facetlake sql` failed on such a lake)."""
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore, local_table_files
+    from resources.lake.resource import LakeStore
+    from resources.lake.tables import local_table_files
     from resources.sql import query
     from tests.conftest import small_spec
 

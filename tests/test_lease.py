@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from resources.lake.tables import LakeStore, to_arrow
+from resources.lake.resource import LakeStore
+from resources.lake.tables import to_arrow
 from resources.lake.lease import LEASES, Lease
 
 FP = "a" * 64

@@ -17,7 +17,7 @@ import yaml
 
 from resources.backends import BackendError, GenerationRequest, ModelBackends
 from resources.datasets import make_dataset
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from support.openai_server import TinyOpenAIServer
 from support.tiny_lm import build_tiny_lm
 

@@ -29,7 +29,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 pytest.importorskip("lm_eval")
 

@@ -202,7 +202,7 @@ def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance
     from metric_ops.lexical.bleu import SentenceBLEU
     from metric_ops.lexical.rouge import _RougeBase
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
     monkeypatch.setattr(SentenceBLEU, "parallel_min_samples", 500)

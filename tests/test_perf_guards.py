@@ -207,7 +207,7 @@ def test_commits_and_writes_per_run_do_not_grow_with_samples(tmp_path, instance,
     """Two runs of the same evaluation shape, 10 and 60 samples: the same number of Delta
     commits per table and the same number of writes, every scores write one polars frame."""
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
     writes: list[tuple[str, str]] = []
@@ -292,7 +292,7 @@ def test_a_run_parses_each_precomputed_file_once_and_a_changed_file_again(tmp_pa
     from pipelines.cli.audit import spec_for_run
     from pipelines.runs.runner import run_evaluation
     from resources.backends import PrecomputedBackend
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())[:12]
     dataset = tmp_path / "data.jsonl"
@@ -329,7 +329,7 @@ def test_a_run_loads_its_dataset_once_and_a_changed_dataset_is_still_refused(tmp
     from pipelines.runs.runner import materialize_samples, register, run_evaluation
     from resources.datasets import Dataset
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     data = json.loads((ROOT / "data" / "unieval" / "sfres.json").read_text())[:15]
     path = tmp_path / "data.jsonl"

@@ -122,7 +122,7 @@ def test_a_sample_that_breaks_a_metric_is_an_error_row_in_the_asset(tmp_path, in
                 out.append({self.name: Score(float(len(o.split())))})
             return out
 
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     run_evaluation(small_spec(name="err", limit=30, metrics=["test_explodes_on_question", "bleu"]), lake, instance)
@@ -137,7 +137,7 @@ def test_a_sample_that_breaks_a_metric_is_an_error_row_in_the_asset(tmp_path, in
 
 
 def test_missing_precomputed_outputs_are_error_generations_not_a_crash(tmp_path, instance):
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     outputs = tmp_path / "outputs.jsonl"
     outputs.write_text("\n".join(json.dumps({"sample_id": str(i), "output": "a restaurant"}) for i in range(5)))
@@ -154,7 +154,7 @@ def test_missing_precomputed_outputs_are_error_generations_not_a_crash(tmp_path,
 def test_duplicate_sample_ids_are_refused_and_the_check_lists_the_offending_rows(tmp_path, instance):
     from assets.samples import validate_samples
     from resources.datasets import DatasetError
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     data = tmp_path / "dup.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in [

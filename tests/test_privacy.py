@@ -21,7 +21,7 @@ from resources.privacy.anonymise import (
     luhn_valid,
 )
 from resources.privacy.keys import redact, register_secret
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.privacy.policy import LedgerWriter, outbound_session, resolve_policy
 from tests.support.recording_server import RecordingServer
 

@@ -257,7 +257,7 @@ def test_missing_invalid_and_overflowing_logprobs_are_never_silent():
 
 
 def test_minus_infinity_travels_through_ingestion_delta_and_the_metric_inputs(tmp_path):
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from resources.backends.logprobs import make_records, table_rows
     from resources.scoring.metric_inputs import MetricInputs
 

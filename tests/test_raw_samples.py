@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from resources.catalog.spec import EvaluationSpec
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.sql import query
 
 # pytest-xdist: one worker runs this module (the anonymised lake is module-scoped; README "Tests")

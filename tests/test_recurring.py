@@ -27,7 +27,7 @@ from resources.catalog import (
     register_model,
 )
 from resources.catalog.spec import EvaluationSpec, SpecError
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 N = 20
 

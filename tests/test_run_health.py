@@ -97,7 +97,7 @@ def test_kill_9_of_facetlake_run_then_a_second_run_is_not_blocked(tmp_path):
         instance = dg.DagsterInstance.from_config(str(home))
         assert instance.get_run_by_id(stuck[0].run_id).status == dg.DagsterRunStatus.FAILURE
         assert instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])) == []
-        from resources.lake.tables import LakeStore
+        from resources.lake.resource import LakeStore
 
         gens = LakeStore(root=str(tmp_path / "lake")).read("generations")
         assert gens.height == 40 and gens["sample_id"].n_unique() == 40

@@ -48,7 +48,7 @@ def test_bad_parameters_are_refused_before_any_work(lake_copy, params, message):
 def test_scoring_that_stores_only_errors_fails_loudly_and_keeps_the_rows(tmp_path, instance):
     from tests.conftest import small_spec
     from pipelines.runs.runner import run_evaluation
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     run_evaluation(small_spec(name="one-row", limit=1), lake, instance)

@@ -25,7 +25,7 @@ from pipelines.jobs import analysis_job, evaluation_job, samples_job
 from pipelines.runs.runner import register, rescore
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor, scheduler_tick
 from resources.catalog import current_keys, evaluation_row
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from tests.test_recurring import N, spec_for, write_dataset, write_outputs
 
 UTC = dt.timezone.utc

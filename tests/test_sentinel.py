@@ -80,7 +80,7 @@ def test_sentinel_key_and_pii_never_leave_or_persist(tmp_path):
         logs = run.stdout + run.stderr
         assert run.returncode == 0, logs[-3000:]
 
-        from resources.lake.tables import LakeStore
+        from resources.lake.resource import LakeStore
 
         store = LakeStore(root=str(lake))
         fp = store.read("evaluations")["fingerprint"][0]
@@ -132,7 +132,7 @@ def test_offline_mode_blocks_external_metric_and_backend_before_any_socket(tmp_p
 def _offline_checks(tmp_path, instance, monkeypatch):
     from pipelines.runs.runner import materialize_model, materialize_samples, materialize_summary, register
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from resources.privacy.outbound import OfflineModeError
 
     attempts: list = []

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from pipelines import cli
 from pipelines.cli import common as cli_common
 from pipelines.cli import app
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.sql import Connection, SQLLimitError, SQLLimits, SQLRefusedError, check_read_only, main_verb, query
 
 runner = CliRunner()

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from resources.lake.tables import SCHEMAS, LakeStore
+from resources.lake.tables import SCHEMAS
+from resources.lake.resource import LakeStore
 from resources.sql import connect, query
 
 FP = "f" * 64

@@ -25,7 +25,7 @@ import pytest
 from assets.freshness import freshness, scores_marker, stale_verdicts
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
 from pipelines.jobs import analysis_job
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from tests.test_recurring import spec_for, write_dataset, write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]

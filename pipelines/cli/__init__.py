@@ -126,7 +126,3 @@ def main() -> None:
         sys.exit(1)
     finally:
         warnings.showwarning = previous
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

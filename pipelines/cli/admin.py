@@ -51,7 +51,7 @@ def migrate(lake: Optional[str] = LakeOption) -> None:
     Rewrites only the catalog tables and gives old outbound-ledger rows a call id and status;
     samples, generations, scores and runs are not touched. Running it again changes nothing.
     """
-    from resources.lake.migrations import MigrationError, migrate_catalog_identity, pending
+    from resources.catalog.migrations import MigrationError, migrate_catalog_identity, pending
 
     store = open_lake(lake)
     todo = pending(store)

@@ -67,7 +67,7 @@ def show_flags_as_flags() -> None:
 
 
 def open_lake(path: Optional[str]):
-    """The :class:`resources.lake.tables.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``).
+    """The :class:`resources.lake.resource.LakeStore` at ``path`` (default ``$FACETLAKE_LAKE`` or ``./lake``).
 
     A malformed ``FACETLAKE_SCORE_WORKERS`` is refused here, before any run starts (one line,
     :class:`metric_ops.scoring.parallel.ParallelConfigError`), not in the middle of a scores step."""
@@ -75,7 +75,7 @@ def open_lake(path: Optional[str]):
         from metric_ops.scoring.parallel import requested_workers
 
         requested_workers()
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
 
     return LakeStore(root=path) if path else LakeStore()
 

@@ -24,7 +24,7 @@ import polars as pl
 
 from pipelines.report.data import ReportData
 from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 ORACLE_NAMES = {"episode_pass": "reward (environment)", "action_match": "write actions", "outputs_match": "required outputs",
                 "policy_compliance": "policy rule"}

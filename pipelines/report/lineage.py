@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 FORMATS = ("text", "mermaid", "dot")
 ANALYSIS_ASSETS = ("comparisons", "correlations", "summary", "episode_summary")

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import dagster as dg
 
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve, slugify_model
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.lm_eval.bridge import (
     PREFIX,
     LmEvalError,

@@ -22,7 +22,7 @@ from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
 from pipelines.runs.run_health import fail_dead_runs, process_tags
 from resources.catalog import CatalogError, add_metrics, evaluation_row, evaluation_spec, pairs_of, register_evaluation
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

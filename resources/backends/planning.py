@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 import polars as pl
 
 from resources.backends import GenerationRequest, GenerationResult
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 LIVE_BACKENDS = ("hf", "vllm", "api")
 

@@ -17,7 +17,7 @@ import polars as pl
 
 from metric_ops.errors import FacetlakeError
 from resources.catalog.spec import EvaluationSpec, canonical_json
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 
 FP_PREFIX = 12

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import polars as pl
 
 from resources.catalog.spec import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 from resources.catalog.reads import (
     CatalogCollisionError,
     CatalogError,

@@ -3,7 +3,7 @@
 Several processes may write one lake at once (two ``facetlake run``, a scheduled run and
 a ``facetlake score --force``, Celery workers). Delta commits are optimistic: a commit
 that overlaps a concurrent one fails with ``deltalake.exceptions.CommitFailedError``.
-This module makes every write of :class:`resources.lake.tables.LakeStore` safe under that:
+This module makes every write of :class:`resources.lake.resource.LakeStore` safe under that:
 
 - **race-free creation**: a missing table is first created empty with its schema
   contract and partition columns (``DeltaTable.create(mode="ignore")``; a concurrent

@@ -157,23 +157,12 @@ def to_arrow(table_name: str, rows: pl.DataFrame | pa.Table | Sequence[Mapping[s
     return data.select(schema.names).cast(schema)
 
 
-def __getattr__(name: str) -> Any:
-    """``LakeStore`` (the Dagster resource) is defined in :mod:`resources.lake.resource` and
-    loaded on first use, so that reading the lake (``facetlake sql``) never imports Dagster."""
-    if name == "LakeStore":
-        from resources.lake.resource import LakeStore
-
-        return LakeStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 class LakeTables:
     """Delta tables under ``root`` (a local folder by default; ``s3://``/``gs://``/``az://``
     with ``storage_options`` past one machine).
 
     ``root`` defaults to ``$FACETLAKE_LAKE`` or ``./lake``. Plain Python (no Dagster): the
-    Dagster resource :class:`resources.lake.resource.LakeStore` (``resources.lake.tables.LakeStore``)
-    adds the resource config on top of these methods.
+    Dagster resource :class:`resources.lake.resource.LakeStore` adds the resource config on top of these methods.
     """
 
     root: str

@@ -32,7 +32,7 @@ from metric_ops.base import Sample
 from metric_ops.judged.replies import JudgeReply, TokenLogprob
 from metric_ops.judged.judging import JudgeSpecError, install_judge_resolver, use_cache
 from resources.catalog import utcnow
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 API_KEY_ENV = ("FACETLAKE_JUDGE_API_KEY", "OPENAI_API_KEY")
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from metric_ops.base import Metric, Sample
 from metric_ops.errors import FacetlakeError
 from metric_ops.registry import REGISTRY
-from resources.lake.tables import LakeStore
+from resources.lake.resource import LakeStore
 
 ANNOTATION_PARAM = "use_annotation"
 

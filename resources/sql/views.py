@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from resources.lake.tables import local_table_files
+
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
@@ -78,8 +80,6 @@ def create_view(con: Any, delta: Any, table: str) -> list[str]:
     import pyarrow as pa
 
     schema = pa.schema(delta.schema().to_arrow())
-    from resources.lake.tables import local_table_files
-
     files = local_table_files(delta)  # as on disk: a lake folder named "my lake" is not "my%20lake"
     if not files:  # created empty (resources/lake/commit.py): the columns, no rows
         nulls = _null_columns(con, schema, schema.names)

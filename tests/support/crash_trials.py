@@ -84,7 +84,7 @@ def workload(folder: Path, spec_path: Path, export_to: Path, force: bool) -> Non
     from pipelines.runs.runner import committed_scores, evaluation_partition, get_instance, pairs_of, register
     from resources.catalog.spec import EvaluationSpec
     from resources.evidence.export import export_evidence
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from resources.scoring.metric_inputs import build_metric
 
     lake = LakeStore(root=str(folder / "lake"))
@@ -115,7 +115,7 @@ def measure(folder: Path, n: int, export_to: Path) -> dict:
     import polars as pl
 
     from resources.evidence.export import verify_evidence
-    from resources.lake.tables import LakeStore
+    from resources.lake.resource import LakeStore
     from resources.lake.commit import KEYS
 
     lake = LakeStore(root=str(folder / "lake"))

@@ -25,7 +25,8 @@ from typing import Any
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.lake.tables import LakeStore, to_arrow
+from resources.lake.resource import LakeStore
+from resources.lake.tables import to_arrow
 
 
 class MigrationError(FacetlakeError, RuntimeError):
