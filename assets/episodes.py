@@ -70,7 +70,8 @@ class EpisodesConfig(dg.Config):
 
 
 def _live_episodes(context, spec, samples, backend, backends, model: str, fingerprint: str, dataset: str, config: EpisodesConfig) -> list[dict[str, Any]]:
-    from resources.agents.runner import DEFAULT_MAX_TURNS, USERS, EnvironmentLoadError, load_environment, run_episode
+    from resources.agents.runner import DEFAULT_MAX_TURNS, USERS, run_episode
+    from resources.agents.environments import EnvironmentLoadError, load_environment
 
     trials = config.trials or int(spec.runtime.get("trials", 1))
     rows = []

@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from metric_ops.agents.oracles import episode_calls, final_answer
 from metric_ops.base import Sample
+from resources.agents.environments import EnvironmentLoadError, load_environment
 from resources.datasets import Dataset, DatasetError, _read_json_or_jsonl
 
 FORMATS: tuple[str, ...] = ("auto", "tau_bench", "openai_jsonl")
@@ -294,8 +295,6 @@ class EpisodesDataset(Dataset):
             if value is not None:
                 metadata.setdefault(key, value)
         if metadata.get("write_tools") is None and metadata.get("environment"):
-            from resources.agents.runner import EnvironmentLoadError, load_environment
-
             try:  # a live task's write tools are its environment's
                 metadata["write_tools"] = list(load_environment(str(metadata["environment"])).write_tools)
             except EnvironmentLoadError as exc:

@@ -16,10 +16,10 @@ import math
 import numbers
 from typing import Any, Sequence
 
+from resources.datasets.files import DatasetError
+
 
 def _error(message: str) -> Exception:
-    from resources.datasets import DatasetError
-
     return DatasetError(message)
 
 

@@ -4,7 +4,7 @@ one write tool (resources/agents/runner.py's ToolEnvironment)."""
 from __future__ import annotations
 
 from metric_ops.base import Sample
-from resources.agents.runner import ToolEnvironment, tool
+from resources.agents.environments import ToolEnvironment, tool
 
 ORDERS = {"A1": {"status": "pending", "item": "lamp"}, "B2": {"status": "delivered", "item": "desk"}}
 
