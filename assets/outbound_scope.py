@@ -14,7 +14,7 @@ from typing import Any, Callable
 import dagster as dg
 
 from resources.catalog import evaluation_row
-from resources.privacy.policy import outbound_session
+from resources.privacy.session import outbound_session
 
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str | None, str | None]:

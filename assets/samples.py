@@ -16,7 +16,7 @@ from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import DATASETS
 from resources.catalog.spec import load_dataset
 from resources.lake.resource import LakeStore
-from resources.privacy.policy import samples_for_lake, store_raw_samples
+from resources.privacy.session import samples_for_lake, store_raw_samples
 
 SAMPLES_COLUMNS = {
     "fingerprint": "configuration fingerprint (SHA-256, 64 hex)",

@@ -28,7 +28,7 @@ from resources.catalog.spec import canonical_json
 from resources.scoring.judges import judge_session, merged_params
 from resources.lake.resource import LakeStore
 from resources.privacy.outbound import offline_mode
-from resources.privacy.policy import anonymised_references, offline_refusal_rows
+from resources.privacy.session import anonymised_references, offline_refusal_rows
 from assets.outbound_scope import outbound_scope
 from resources.scoring.metric_inputs import MetricInputs
 from resources.agents.episodes import episode_scoring_inputs

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pii_texts import holdout_labelled, labelled, ner_labelled  # noqa: E402
 
 from resources.privacy.anonymise import ENTITY_TYPES, NER_TYPES, build_anonymiser  # noqa: E402
-from resources.privacy.policy import model_anonymiser_call  # noqa: E402
+from resources.privacy.outbound import model_anonymiser_call  # noqa: E402
 
 TARGETS = {"PERSON": 0.95, "LOCATION": 0.90, "ORGANIZATION": 0.90}
 

@@ -22,7 +22,8 @@ from resources.privacy.anonymise import (
 )
 from resources.privacy.keys import redact, register_secret
 from resources.lake.resource import LakeStore
-from resources.privacy.policy import LedgerWriter, outbound_session, resolve_policy
+from resources.privacy.session import LedgerWriter, outbound_session
+from resources.privacy.policy import resolve_policy
 from tests.support.recording_server import RecordingServer
 
 

@@ -228,11 +228,12 @@ def anonymise(
 ) -> None:
     """Show what the outbound path would send for TEXT under a strategy, with entity counts."""
     from resources.privacy.anonymise import AnonymisationError
+    from resources.privacy.outbound import model_anonymiser_call
     from resources.privacy.policy import PrivacyConfigError, resolve_policy
 
     try:
         policy = resolve_policy({"anonymise": strategy})
-        result = policy.anonymiser().anonymise(text) if policy.active else None
+        result = policy.anonymiser(model_call=model_anonymiser_call).anonymise(text) if policy.active else None
     except (PrivacyConfigError, AnonymisationError, ValueError) as exc:
         fail(str(exc))
     if result is None:

@@ -192,7 +192,7 @@ def outbound_ledger(lake: Any, run_id: str, model: str | None) -> Iterator[Any]:
     of a run together, so a request belongs to no single evaluation)."""
     global _ledger_writer
     from resources.privacy.keys import install_log_redaction
-    from resources.privacy.policy import LedgerWriter
+    from resources.privacy.session import LedgerWriter
 
     writer = LedgerWriter(lake, run_id, None, model)
     install_log_redaction()

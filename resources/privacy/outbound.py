@@ -29,12 +29,14 @@ import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
-from resources.lake.faults import fault_point
-from resources.privacy.keys import redact_exception, register_secret
 from metric_ops.errors import FacetlakeError
+from resources.lake.faults import fault_point
+from resources.privacy.anonymise import AnonymisationError
+from resources.privacy.keys import redact_exception, register_secret, resolve_key
+from resources.privacy.policy import forced_policy
 
 
 class OfflineModeError(FacetlakeError, RuntimeError):
@@ -107,15 +109,14 @@ def session(anonymiser: Any = None, ledger_writer: Callable[[dict[str, Any]], No
 
 
 def forced_anonymiser() -> Any:
-    """The anonymiser an administrator forces with ``FACETLAKE_ANONYMISE_FORCE`` (None when unset)."""
-    from resources.privacy.policy import forced_policy
-
+    """The anonymiser an administrator forces with ``FACETLAKE_ANONYMISE_FORCE`` (None when
+    unset): :func:`resources.privacy.policy.forced_policy`, built with this module's model call."""
     policy = forced_policy()
     if not policy.active:
         return None
     with _lock:
         if policy.label not in _forced_cache:
-            _forced_cache[policy.label] = policy.anonymiser()
+            _forced_cache[policy.label] = policy.anonymiser(model_call=model_anonymiser_call)
         return _forced_cache[policy.label]
 
 
@@ -221,3 +222,35 @@ def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | 
     sent, counts, anonymised, strategy, state = _scrub_texts([prompt], ctx, anonymise)
     call_id = _ledger(state, host, ctx, sent, anonymised, strategy, counts)
     return _call(state, call_id, client.completions.create, prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs)
+
+
+# --------------------------------------------------------------------------- the model anonymiser's call
+def model_anonymiser_call(conf: Mapping[str, Any]) -> Callable[[list[dict[str, str]]], str]:
+    """The ``model`` anonymiser's LLM call for its options ``conf`` (``base_url``, ``model``,
+    ``api_key_env``, ``timeout_s``): one chat completion at temperature 0 asking for a JSON
+    object, through :func:`chat_completion` (offline guard, ledger entry
+    ``anonymiser:model``) with anonymisation off. The client is built on the first call.
+
+    The call raises ``OfflineModeError`` in offline mode and
+    :class:`resources.privacy.anonymise.AnonymisationError` for any other failure (fail closed,
+    naming only the exception type)."""
+    client: list[Any] = []
+
+    def complete(messages: list[dict[str, str]]) -> str:
+        ctx = CallContext(purpose="anonymiser:model", model=conf["model"])
+        try:
+            if not client:
+                import openai
+
+                key = resolve_key(env=conf.get("api_key_env"), required=False) or "not-needed"
+                client.append(openai.OpenAI(base_url=conf["base_url"], api_key=key, timeout=float(conf.get("timeout_s", 60.0)),
+                                            max_retries=2))
+            reply = chat_completion(client[0], ctx, anonymise=False, messages=messages, temperature=0,
+                                             response_format={"type": "json_object"})
+            return reply.choices[0].message.content or ""
+        except OfflineModeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - fail closed with the reason
+            raise AnonymisationError(f"model anonymiser call failed ({type(exc).__name__}); nothing was sent onward") from None
+
+    return complete

@@ -283,7 +283,7 @@ def build_anonymiser(
     ``options``: ``{"presidio": {"spacy_model": ..., "score_threshold": ...},
     "model": {"base_url": ..., "model": ..., "api_key_env": ..., "allow_remote": ...}}``.
     ``model_call``: for the ``model`` strategy, a factory from its options to its LLM call
-    (``messages -> reply text``; :func:`resources.privacy.policy.model_anonymiser_call` is the one
+    (``messages -> reply text``; :func:`resources.privacy.outbound.model_anonymiser_call` is the one
     that goes through resources.privacy.outbound). Raises ``ValueError`` for an unknown strategy, or
     a ``model`` strategy without ``base_url``/``model`` or without ``model_call``.
     """
@@ -304,8 +304,8 @@ def build_anonymiser(
                     "(or FACETLAKE_ANONYMISE_MODEL=MODEL@BASE_URL), e.g. qwen2.5-7b@http://127.0.0.1:8000/v1"
                 )
             if model_call is None:
-                raise ValueError("the model anonymiser needs its LLM call: build it through resources.privacy.policy "
-                                 "(PrivacyPolicy.anonymiser) or pass model_call=resources.privacy.policy.model_anonymiser_call")
+                raise ValueError("the model anonymiser needs its LLM call: pass model_call=resources.privacy.outbound."
+                                 "model_anonymiser_call (to build_anonymiser or PrivacyPolicy.anonymiser)")
             ner.append(ModelNER(**conf, complete=model_call(conf)))
         else:
             raise ValueError(f"unknown anonymisation strategy {name!r}; known: {', '.join(STRATEGIES)} (or off)")

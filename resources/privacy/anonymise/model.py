@@ -1,6 +1,6 @@
 """Stage 2, ``model`` strategy: :class:`ModelNER`, an LLM asked at temperature 0 for
 JSON entities. It is handed its LLM call (a callable) by whoever builds it
-(:func:`resources.privacy.policy.model_anonymiser_call` goes through resources.privacy.outbound); it
+(:func:`resources.privacy.outbound.model_anonymiser_call` goes through resources.privacy.outbound); it
 imports no transport itself."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class ModelNER:
     the environment variable holding the key (never configuration). Because the model sees
     the raw text, a non-local endpoint is refused unless ``allow_remote`` is true.
     ``complete``: the LLM call (:data:`LLMCall`), handed in by the builder --
-    :func:`resources.privacy.policy.model_anonymiser_call` sends it through :mod:`resources.privacy.outbound`
+    :func:`resources.privacy.outbound.model_anonymiser_call` sends it through :mod:`resources.privacy.outbound`
     (offline guard, ledger) with anonymisation off; this module imports no transport.
     Without one, :meth:`find` raises :class:`AnonymisationError` (nothing is sent). A reply
     that is not the JSON shape raises :class:`AnonymisationError` (fail closed); an entity
