@@ -32,6 +32,7 @@ from pydantic import Field
 
 from assets.partitions import partition_requests
 from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job
+from pipelines.runs.register import pair_job, register
 from resources.catalog import evaluation_row, find_evaluation, pairs_of, register_model
 from resources.backends import BackendError, PrecomputedBackend
 from resources.catalog.spec import MODEL_SLUG, slugify_model
@@ -143,7 +144,6 @@ def scheduler_tick(lake: LakeStore, cursor: dict[str, Any], now: dt.datetime) ->
     schedule, no catch-up). A due evaluation is resolved again; when its dataset changed
     the new fingerprint is registered and its ``samples`` partition is requested first
     (``pending``), its pairs on a later tick once the samples are stored."""
-    from pipelines.runs.runner import register
     from resources.catalog import evaluation_spec
 
     requests: list[dg.RunRequest] = []
@@ -201,7 +201,6 @@ def scheduler_tick(lake: LakeStore, cursor: dict[str, Any], now: dt.datetime) ->
 
 
 def _pair_requests(lake: LakeStore, name: str, fingerprint: str, stamp: str, changed: str | None) -> list[dg.RunRequest]:
-    from pipelines.runs.runner import pair_job
     from resources.catalog import evaluation_spec
 
     job = pair_job(evaluation_spec(lake, fingerprint))  # agent evaluations run their episodes

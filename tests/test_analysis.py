@@ -167,7 +167,8 @@ def _write_outputs(path: Path, outputs: dict[str, str]) -> str:
 @pytest.mark.slow
 def test_regression_check_fails_on_a_planted_regression_and_passes_otherwise(lake_copy, instance, tmp_path):
     from assets.comparisons import CHECK_REGRESSION
-    from pipelines.runs.runner import materialize_analysis, materialize_model, register
+    from pipelines.runs.runner import materialize_analysis, materialize_model
+    from pipelines.runs.register import register
 
     lake, resolved = lake_copy  # 40 real SF-RES rows, sfres-system already generated and scored
     system = {r["sample_id"]: r["output"] for r in lake.read("generations").iter_rows(named=True)}

@@ -32,7 +32,8 @@ def _run_ids(frame: pl.DataFrame, by: list[str]) -> dict:
 def two_models(lake_copy, instance):
     """40 real SF-RES rows scored for the shipped system and the copy-input heuristic,
     with summary, comparisons and correlations materialised."""
-    from pipelines.runs.runner import materialize_analysis, materialize_model, register
+    from pipelines.runs.runner import materialize_analysis, materialize_model
+    from pipelines.runs.register import register
 
     lake, resolved = lake_copy
     spec = small_spec()

@@ -287,7 +287,8 @@ def test_inbox_file_waits_until_its_evaluation_has_samples(instance, tmp_path):
     writing them) starts no pair run, which would fail: it waits, unseen, and becomes a run
     request on the first tick after the samples are stored."""
     from conftest import small_spec
-    from pipelines.runs.runner import materialize_samples, register
+    from pipelines.runs.runner import materialize_samples
+    from pipelines.runs.register import register
     from pipelines.sensors import InboxConfig, inbox_sensor
     from resources.lake.resource import LakeStore
 

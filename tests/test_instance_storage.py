@@ -212,7 +212,8 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
     from dagster._core.instance.ref import InstanceRef
 
     from pipelines.runs import instance_storage
-    from pipelines.runs.runner import materialize_samples, register
+    from pipelines.runs.runner import materialize_samples
+    from pipelines.runs.register import register
     from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
@@ -245,7 +246,7 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
 
 @pytest.mark.parametrize("capture", [True, False])
 def test_get_instance_chooses_by_capture_logs(tmp_path, monkeypatch, capture):
-    from pipelines.runs.runner import get_instance
+    from pipelines.runs.instance import get_instance
 
     home = tmp_path / "home"
     home.mkdir()

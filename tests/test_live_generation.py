@@ -242,7 +242,8 @@ def _rows(lake: LakeStore) -> int:
 def test_resume_after_kill_then_annotator_change_reuses(tiny_lm, server, tmp_path, keyed, instance):
     """Kill a CLI run mid-generation; re-running calls the model only for unfinished samples;
     changing an annotator (new fingerprint) re-annotates and rescores with no model call."""
-    from pipelines.runs.runner import materialize_model, materialize_samples, register
+    from pipelines.runs.runner import materialize_model, materialize_samples
+    from pipelines.runs.register import register
     from resources.catalog.spec import EvaluationSpec
 
     n = 10

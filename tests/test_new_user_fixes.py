@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from pipelines.runs.runner import register, run_evaluation
+from pipelines.runs.register import register
+from pipelines.runs.runner import run_evaluation
 from tests.test_recurring import fresh_instance, lake, spec_for, write_dataset, write_outputs  # noqa: F401 - fixtures
 
 

@@ -326,7 +326,8 @@ def test_a_run_loads_its_dataset_once_and_a_changed_dataset_is_still_refused(tmp
 
     import dagster as dg
 
-    from pipelines.runs.runner import materialize_samples, register, run_evaluation
+    from pipelines.runs.runner import materialize_samples, run_evaluation
+    from pipelines.runs.register import register
     from resources.datasets import Dataset
     from resources.catalog.spec import EvaluationSpec
     from resources.lake.resource import LakeStore

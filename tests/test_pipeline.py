@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 from metric_ops import Direction, Metric, Score
-from pipelines.runs.runner import materialize_model, register, rescore, run_evaluation
+from pipelines.runs.runner import materialize_model, rescore, run_evaluation
+from pipelines.runs.register import register
 from resources.sql import query
 from tests.conftest import small_spec
 

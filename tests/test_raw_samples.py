@@ -79,7 +79,8 @@ def test_samples_table_holds_anonymised_text_by_default(anonymised_lake, dagster
 
 
 def test_store_raw_keeps_raw_text_in_a_table_sql_hides_unless_asked(anonymised_lake, instance):
-    from pipelines.runs.runner import materialize_samples, register
+    from pipelines.runs.runner import materialize_samples
+    from pipelines.runs.register import register
 
     lake, resolved, folder = anonymised_lake
     spec = _spec(folder, store_raw=True)

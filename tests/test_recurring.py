@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.runs.runner import register, rescore, run_evaluation
+from pipelines.runs.register import register
+from pipelines.runs.runner import rescore, run_evaluation
 from resources.catalog import (
     CatalogCollisionError,
     CatalogError,

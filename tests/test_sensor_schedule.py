@@ -22,7 +22,8 @@ import pytest
 
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
 from pipelines.jobs import analysis_job, evaluation_job, samples_job
-from pipelines.runs.runner import register, rescore
+from pipelines.runs.register import register
+from pipelines.runs.runner import rescore
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor, scheduler_tick
 from resources.catalog import current_keys, evaluation_row
 from resources.lake.resource import LakeStore

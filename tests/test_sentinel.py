@@ -130,7 +130,8 @@ def test_offline_mode_blocks_external_metric_and_backend_before_any_socket(tmp_p
 
 
 def _offline_checks(tmp_path, instance, monkeypatch):
-    from pipelines.runs.runner import materialize_model, materialize_samples, materialize_summary, register
+    from pipelines.runs.runner import materialize_model, materialize_samples, materialize_summary
+    from pipelines.runs.register import register
     from resources.catalog.spec import EvaluationSpec
     from resources.lake.resource import LakeStore
     from resources.privacy.outbound import OfflineModeError

@@ -26,7 +26,7 @@ def ui(
     The daemon runs the evaluation_scheduler, inbox_sensor and analysis_sensor (all on by
     default), so scheduled evaluations, inbox drops and fresh verdicts need no hand step.
     """
-    from pipelines.runs.runner import PROJECT_ROOT, dagster_home
+    from pipelines.runs.instance import PROJECT_ROOT, dagster_home
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()))
     if lake:
@@ -63,7 +63,7 @@ def migrate(lake: Optional[str] = LakeOption) -> None:
     except MigrationError as exc:
         fail(str(exc))
     from assets.partitions import sync_partitions
-    from pipelines.runs.runner import get_instance
+    from pipelines.runs.instance import get_instance
 
     sync_partitions(store, get_instance())
     console.print(f"{store.root}: migrated {', '.join(todo)}: " + ", ".join(f"{t} {n} rows" for t, n in counts.items()))
@@ -76,16 +76,15 @@ def crossval(out: Path = typer.Option(Path("crossvalidation.md"), "--out", help=
     Compares facetlake's numbers with sacrebleu, rouge-score, NLTK, bert-score (same model
     and layer) and the SQuAD v2 script's rules; exits 1 when any variant is out of tolerance.
     """
-    import sys
-
     from pipelines.cli.quiet import quiet_libraries
-
-    root = Path(__file__).resolve().parents[1]  # the cross-validation is test tooling beside the product
-    if not (root / "benchmarks" / "crossval").is_dir():
-        fail("facetlake crossval runs from a source checkout (pipelines/crossval/); clone the repository and run it there")
-    sys.path.insert(0, str(root))
     from pipelines.crossval.run import main as crossval_main
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     quiet_libraries()
-    raise typer.Exit(code=crossval_main([str(out.resolve())]))
+    try:
+        code = crossval_main([str(out.resolve())])
+    except FileNotFoundError as exc:  # the real data (data/ of a source checkout, or FACETLAKE_DATA_DIR)
+        fail(str(exc))
+    except ModuleNotFoundError as exc:  # bert-score: a reference library of the test extra only
+        fail(f"facetlake crossval needs the reference library {exc.name!r}: pip install 'facetlake[test]'")
+    raise typer.Exit(code=code)

@@ -91,7 +91,7 @@ def evaluations(
 
 def _set(name: str, lake: Optional[str], archived: bool) -> None:
     from assets.partitions import sync_partitions
-    from pipelines.runs.runner import get_instance
+    from pipelines.runs.instance import get_instance
     from resources.catalog import CatalogError, evaluation_row, set_archived
 
     store = open_lake(lake)

@@ -48,7 +48,9 @@ def pairwise(
     import polars as pl
 
     from metric_ops.judged.pairwise import TOPOLOGIES, position_bias, win_rates
-    from pipelines.runs.runner import _materialize, evaluation_partition, get_instance, stored_partitions
+    from pipelines.runs.runner import _materialize, stored_partitions
+    from pipelines.runs.register import evaluation_partition
+    from pipelines.runs.instance import get_instance
 
     if topology not in TOPOLOGIES:
         fail(f"unknown topology {topology!r}; use one of {', '.join(TOPOLOGIES)}")

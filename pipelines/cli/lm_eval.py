@@ -92,7 +92,7 @@ def lm_eval(
     if offline:
         os.environ["FACETLAKE_OFFLINE"] = "1"
     from pipelines.runs.lm_eval_run import run_and_import
-    from pipelines.runs.runner import get_instance
+    from pipelines.runs.instance import get_instance
     from resources.lm_eval.models import RunSettings, parse_model_args
 
     if os.environ.get("FACETLAKE_OFFLINE", "").lower() in ("1", "true", "yes"):
@@ -131,7 +131,7 @@ def import_lm_eval(
     """Read an existing lm-eval output (results_*.json + samples_*.jsonl, lm-eval run with
     --log_samples) into the lake, exactly as `facetlake lm-eval` stores a run it made."""
     from pipelines.runs.lm_eval_run import import_output
-    from pipelines.runs.runner import get_instance
+    from pipelines.runs.instance import get_instance
 
     store = open_lake(lake)
     try:

@@ -20,7 +20,8 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
     from pipelines.runs.launch import LaunchError
     from resources.catalog import CatalogCollisionError
     from resources.catalog.spec import SpecError
-    from pipelines.runs.runner import get_instance, launch_evaluation, run_evaluation, summary_table
+    from pipelines.runs.instance import get_instance
+    from pipelines.runs.runner import launch_evaluation, run_evaluation, summary_table
 
     instance = get_instance(capture_logs=submit or workers > 1)  # in-process runs print to this terminal
     fingerprints = []
@@ -29,6 +30,10 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
         try:
             if submit or workers > 1:
                 resolved = launch_evaluation(spec, lake, instance, submit=submit, workers=workers, take_over=take_over, replace=replace)
+            elif spec.lm_eval and not spec.dataset.get("path"):  # lm-eval runs the task first (issue 18)
+                from pipelines.runs.lm_eval_run import run_lm_eval_spec
+
+                resolved = run_lm_eval_spec(spec, lake, instance)
             else:
                 resolved = run_evaluation(spec, lake, instance, take_over=take_over, replace=replace)
         except (CatalogCollisionError, SpecError, LaunchError) as exc:
@@ -151,8 +156,8 @@ def register(
     Materialise it from the UI, or let its `schedule:` run it (`dagster dev` runs the
     evaluation_scheduler sensor by default).
     """
-    from pipelines.runs.runner import get_instance
-    from pipelines.runs.runner import register as do_register
+    from pipelines.runs.instance import get_instance
+    from pipelines.runs.register import register as do_register
     from resources.catalog import CatalogCollisionError
     from resources.catalog.spec import EvaluationSpec, SpecError
 
@@ -190,7 +195,8 @@ def score(
     """
     from metric_ops.registry import UnknownMetricError
     from pipelines.runs.launch import LaunchError
-    from pipelines.runs.runner import get_instance, rescore
+    from pipelines.runs.instance import get_instance
+    from pipelines.runs.runner import rescore
 
     store = open_lake(lake)
     if not store.exists("generations") and not store.exists("episodes"):

@@ -1,4 +1,15 @@
 """Metric cross-validation against the reference libraries (sacrebleu, rouge-score, nltk,
 bert-score, sentence-transformers, the SQuAD script's rules) and the ROUGE-1.5.5 Perl
-script's known answers. Test tooling, outside the runtime packages (issue 19);
-``facetlake crossval`` is a thin command over :mod:`pipelines.crossval.run`."""
+script's known answers: the ``facetlake crossval`` report (docs/crossvalidation.md).
+
+Part of the product (issue 27), not test tooling under ``benchmarks/``: ``facetlake
+crossval`` is a command users run to check the metrics on their own installation, and a
+product command imports only product code. It reads the real data from ``data/`` (or
+``$FACETLAKE_DATA_DIR``) like the built-in datasets do; bert-score, a reference library of
+the ``test`` extra, is imported only when the neural variants are checked.
+
+- :mod:`pipelines.crossval.harness`: the variants, the reference functions and the report;
+- :mod:`pipelines.crossval.compare`: comparing values case by case, with tolerances;
+- :mod:`pipelines.crossval.rouge`: ROUGE-1.5.5 known answers and hand-worked examples;
+- :mod:`pipelines.crossval.run`: loading the real cases and writing the report.
+"""

@@ -8,8 +8,9 @@ materialised through :mod:`pipelines.runs.runner` (samples, generations with
 
 - :func:`import_output`: ``facetlake import lm-eval PATH`` (a folder lm-eval wrote anywhere);
 - :func:`run_and_import`: ``facetlake lm-eval TASKS --model SPEC`` (runs lm-eval, then imports);
-- :func:`run_lm_eval_spec`: an evaluation spec with an ``lm_eval:`` section (``facetlake run``;
-  called by :func:`pipelines.runs.runner.run_evaluation`).
+- :func:`run_lm_eval_spec`: an evaluation spec with an ``lm_eval:`` section (``facetlake run``
+  calls it for such a spec; it registers and materialises through
+  :func:`pipelines.runs.runner.run_evaluation`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import dagster as dg
 
+from pipelines.runs.register import evaluation_partition, register
+from pipelines.runs.runner import _materialize, materialize_analysis, materialize_model, materialize_samples, run_evaluation
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve, slugify_model
 from resources.lake.resource import LakeStore
 from resources.lm_eval.bridge import (
@@ -160,8 +163,6 @@ def _merge_existing(spec: EvaluationSpec, lake: LakeStore, keep_name: bool) -> E
 
 def materialize_lm_eval_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """Materialise the ``lm_eval_summary`` asset (and its agreement check) for one fingerprint."""
-    from pipelines.runs.runner import _materialize, evaluation_partition
-
     return _materialize(["lm_eval_summary"], evaluation_partition(lake, fingerprint), lake, instance)
 
 
@@ -179,7 +180,6 @@ def import_task_runs(
     """Register and materialise each ``(TaskRun, facetlake spec that ran it or None)`` as its
     task's evaluation with one model (added to the models already there under the same
     fingerprint); returns what was imported."""
-    from pipelines.runs.runner import materialize_analysis, materialize_model, materialize_samples, register
 
     runs = list(runs)
     several = len({run.task for run, _ in runs}) > 1
@@ -294,8 +294,7 @@ def settings_from_section(section: Mapping[str, Any]) -> Any:
 def run_lm_eval_spec(spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance) -> ResolvedEvaluation:
     """Run an evaluation spec's ``lm_eval:`` task on every model of the spec with lm-eval,
     then register and materialise it as one evaluation (all models under one fingerprint)
-    with the lm-eval summary. Called by :func:`pipelines.runs.runner.run_evaluation`."""
-    from pipelines.runs.runner import run_evaluation
+    with the lm-eval summary. Called by ``facetlake run`` (pipelines/cli/run.py) for such a spec."""
     from resources.lm_eval.models import check_outbound, lm_eval_model, outbound_ledger, parse_model_args, run_tasks
 
     section = dict(spec.lm_eval)

@@ -7,114 +7,21 @@ project folder holding dagster.yaml), so runs started from the CLI appear in the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import dagster as dg
 import polars as pl
 
-from assets.catalog import report_catalog
 from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
-from pipelines.runs.run_health import fail_dead_runs, process_tags
-from resources.catalog import CatalogError, add_metrics, evaluation_row, evaluation_spec, pairs_of, register_evaluation
-from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve
+from pipelines.runs.instance import get_instance
+from pipelines.runs.register import evaluation_partition, model_partition, pair_job, pair_selection, register
+from pipelines.runs.run_health import process_tags
+from resources.catalog import add_metrics, evaluation_row, evaluation_spec, pairs_of
+from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, SpecError
 from resources.lake.resource import LakeStore
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def dagster_home() -> Path:
-    """``$DAGSTER_HOME`` if set, else the project folder (it holds dagster.yaml)."""
-    home = os.environ.get("DAGSTER_HOME")
-    return Path(home) if home else PROJECT_ROOT
-
-
-@contextlib.contextmanager
-def _instance_lock(home: Path) -> Iterator[None]:
-    """An exclusive file lock on the Dagster home while an instance opens (POSIX; a no-op elsewhere)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".facetlake-instance.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def get_instance(ephemeral: bool = False, capture_logs: bool = True) -> dg.DagsterInstance:
-    """The persistent Dagster instance under :func:`dagster_home` (or an ephemeral one).
-    Runs of this host left in progress by a killed process are marked failed first
-    (pipelines/runs/run_health.py).
-
-    ``capture_logs=False`` is for a process that executes its runs itself (in process): their
-    stdout/stderr go to the terminal and are not copied into Dagster's compute logs, and the
-    default SQLite event log keeps one engine per file (pipelines/runs/instance_storage.py). Runs
-    launched or submitted from this instance would inherit that (the run worker gets this
-    instance's settings), so only pass it where every run stays in this process."""
-    if ephemeral:
-        return dg.DagsterInstance.ephemeral()
-    home = dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DAGSTER_HOME", str(home))
-    with _instance_lock(Path(os.environ["DAGSTER_HOME"])):  # two first CLIs on a fresh home both create its SQLite tables
-        home_dir = os.path.expanduser(os.environ["DAGSTER_HOME"])
-        if capture_logs or not os.path.isabs(home_dir):
-            instance = dg.DagsterInstance.get()  # (its own error for a relative $DAGSTER_HOME)
-        else:
-            from pipelines.runs.instance_storage import in_process_instance
-
-            instance = in_process_instance(home_dir)
-    fail_dead_runs(instance)  # runs of this host whose process was killed stop blocking the queue (issue 16)
-    return instance
-
-
-def register(
-    spec: EvaluationSpec, lake: LakeStore, instance: dg.DagsterInstance | None, *, take_over: bool = False, replace: bool = False,
-    in_process: bool = False,
-) -> ResolvedEvaluation:
-    """Load and hash the dataset, record the evaluation in the catalog (its name owns the
-    fingerprint; a changed dataset makes a new current fingerprint and keeps the old one
-    as history; a changed model source is a new model version) and make Dagster's
-    partitions equal the catalog's (when ``instance`` is given).
-
-    Unknown metric names, malformed model specs and duplicate sample ids are refused here,
-    before anything is generated or written; so are collisions with another evaluation's
-    name or fingerprint (:class:`~resources.catalog.CatalogCollisionError`) unless
-    ``take_over`` / ``replace``. The returned object's ``registration`` says what changed.
-    ``in_process``: this process materialises the samples next (the loaded dataset is
-    handed to it, :func:`resources.catalog.spec.load_dataset`).
-    """
-    from collections import Counter
-
-    from metric_ops.registry import REGISTRY
-    from resources.backends import parse_model_spec
-    from resources.datasets import DatasetError
-
-    for name in spec.metrics:
-        REGISTRY.resolve(name)  # UnknownMetricError with "did you mean"
-    for model_spec_string in spec.models.values():
-        parse_model_spec(model_spec_string)  # ModelSpecError with an example
-    resolved = resolve(spec, keep=in_process)
-    duplicates = sorted(k for k, n in Counter(s.sample_id for s in resolved.samples).items() if n > 1)
-    if duplicates:
-        raise DatasetError(
-            f"dataset {resolved.dataset_name!r} has {len(duplicates)} duplicate sample id(s): {duplicates[:10]}; "
-            "outputs and scores are keyed by sample id, so make them unique (map another column as sample_id)"
-        )
-    resolved.registration = register_evaluation(lake, resolved, take_over=take_over, replace=replace)
-    if instance is not None:
-        sync_partitions(lake, instance)
-        report_catalog(instance, lake)
-    return resolved
 
 
 def _materialize(
@@ -142,21 +49,6 @@ def _materialize(
     )
 
 
-def evaluation_partition(lake: LakeStore, ref: str) -> str:
-    """The evaluation partition key (``name@fp12``) of an evaluation name, fingerprint or key."""
-    return evaluation_row(lake, ref)["partition_key"]
-
-
-def model_partition(lake: LakeStore, model: str, ref: str) -> str:
-    """The pair partition key of ``model`` in the evaluation fingerprint ``ref`` names; raises
-    :class:`~resources.catalog.CatalogError` when the pair is not registered."""
-    row = evaluation_row(lake, ref)
-    for pair in pairs_of(lake, row["fingerprint"], ("current", "history", "archived", "retired")):
-        if pair["model"] == model:
-            return pair["partition_key"]
-    raise CatalogError(f"model {model!r} is not registered in evaluation {row['name']!r}; add it under models: in its spec")
-
-
 def materialize_samples(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     """Materialise ``samples`` (and its checks) for one evaluation (name, fingerprint or key)."""
     return _materialize(["samples"], evaluation_partition(lake, fingerprint), lake, instance)
@@ -178,19 +70,6 @@ def materialize_episodes(
     """Materialise ``episodes`` (read or run the agent's episodes) and ``scores`` for one agent partition (issue 17)."""
     run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": []}}}}
     return _materialize(["episodes", "scores"], model_partition(lake, model, fingerprint), lake, instance, run_config)
-
-
-def pair_selection(spec: EvaluationSpec) -> list[str]:
-    """The assets a pair run materialises: an agent evaluation (dataset kind ``episodes``)
-    reads or runs episodes instead of generations (issue 17)."""
-    if spec.dataset.get("kind") == "episodes":
-        return ["episodes", "scores"]
-    return ["generations", "annotations", "scores"]
-
-
-def pair_job(spec: EvaluationSpec) -> str:
-    """The job of a pair run (``agent_job`` for agent evaluations, else ``evaluation_job``)."""
-    return "agent_job" if spec.dataset.get("kind") == "episodes" else "evaluation_job"
 
 
 def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
@@ -237,10 +116,9 @@ def run_evaluation(
 ) -> ResolvedEvaluation:
     """Register ``spec`` and materialise samples, every model's generations and scores (the
     evaluation's current models, including those the inbox added), and its verdicts."""
-    if spec.lm_eval and not spec.dataset.get("path"):  # lm-eval runs the task first (issue 18)
-        from pipelines.runs.lm_eval_run import run_lm_eval_spec
-
-        return run_lm_eval_spec(spec, lake, instance)
+    if spec.lm_eval and not spec.dataset.get("path"):
+        raise SpecError(f"evaluation {spec.name!r} has an lm_eval: section and no dataset path: lm-eval runs the task "
+                        "first; call pipelines.runs.lm_eval_run.run_lm_eval_spec (facetlake run does)")
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace, in_process=True)
     materialize_samples(resolved.fingerprint, lake, instance)
     selection = pair_selection(spec)
@@ -481,10 +359,7 @@ def summary_table(lake: LakeStore, fingerprints: Iterable[str] | None = None) ->
 
 
 __all__ = [
-    "evaluation_row",
     "refresh_verdicts",
-    "get_instance",
-    "register",
     "rescore",
     "run_evaluation",
     "scoring_outcome",

@@ -326,7 +326,7 @@ class ResolvedEvaluation:
     dataset_hash: str
     fingerprint: str
     dataset_name: str
-    # what registering it did (resources.catalog.Registration), set by pipelines.runs.runner.register
+    # what registering it did (resources.catalog.Registration), set by pipelines.runs.register.register
     registration: Any = None
     # what an in-process run reused instead of computing again, one line each (pipelines.runs.runner.run_evaluation)
     reused: list[str] = field(default_factory=list)

@@ -81,7 +81,9 @@ def workload(folder: Path, spec_path: Path, export_to: Path, force: bool) -> Non
     from assets.scores import ScoresConfig, scores
     from assets.summary import summary
     from pipelines.runs.run_health import process_tags
-    from pipelines.runs.runner import committed_scores, evaluation_partition, get_instance, pairs_of, register
+    from pipelines.runs.runner import committed_scores, pairs_of
+    from pipelines.runs.register import evaluation_partition, register
+    from pipelines.runs.instance import get_instance
     from resources.catalog.spec import EvaluationSpec
     from resources.evidence.export import export_evidence
     from resources.lake.resource import LakeStore
