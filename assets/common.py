@@ -12,9 +12,7 @@ import polars as pl
 from metric_ops.base import Sample
 from resources.catalog import utcnow
 from resources.lake.resource import LakeStore
-from resources.lake.sample_codec import (  # noqa: F401 - re-exported: the assets import them from here
-    KEY_PACKAGES, SamplesMissingError, load_stored_samples, package_versions, sample_frame, sample_rows, samples_from_frame,
-)
+from resources.lake.sample_codec import SamplesMissingError, load_stored_samples, package_versions
 
 def run_mode() -> str:
     """``offline`` when FACETLAKE_OFFLINE is set to 1/true/yes, else ``online``."""

@@ -34,7 +34,7 @@ from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import ALPHA, compare_models, detail_json
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
-from resources.lake.tables import SCHEMAS
+from resources.lake.schemas import SCHEMAS
 from resources.lake.resource import LakeStore
 from metric_ops.errors import FacetlakeError
 

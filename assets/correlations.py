@@ -30,7 +30,7 @@ from metric_ops.compare import corpus_metrics, detail_json, legacy_corpus_metric
 from metric_ops.compare.meta_eval import DIVERGENCE_THRESHOLD, correlation_rows
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import CatalogError, evaluation_row, model_spec, utcnow
-from resources.lake.tables import SCHEMAS
+from resources.lake.schemas import SCHEMAS
 from resources.lake.resource import LakeStore
 
 

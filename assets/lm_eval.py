@@ -17,7 +17,8 @@ from assets.freshness import stored_scores_markers
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.lake.resource import LakeStore
-from resources.lm_eval.bridge import AGREEMENT_TOLERANCE, summary_rows
+from resources.lm_eval.common import AGREEMENT_TOLERANCE
+from resources.lm_eval.summary import summary_rows
 
 CHECK_AGREES = "check_lm_eval_summary_agrees"
 

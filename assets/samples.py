@@ -9,7 +9,8 @@ import math
 
 import dagster as dg
 
-from assets.common import evaluation_fingerprint, markdown_table, record_run, sample_frame, sample_rows
+from assets.common import evaluation_fingerprint, markdown_table, record_run
+from resources.lake.sample_codec import sample_frame, sample_rows
 from metric_ops.base import Sample
 from assets.partitions import evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow

@@ -29,7 +29,8 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from resources.datasets import content_hash  # noqa: E402
-from resources.lm_eval.bridge import find_task_runs, score_rows_from_responses  # noqa: E402
+from resources.lm_eval.results import find_task_runs  # noqa: E402
+from resources.lm_eval.bridge import score_rows_from_responses  # noqa: E402
 
 SOURCE = ROOT / "tests" / "data" / "lm_eval_0_4_11" / "tiny"
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from metric_ops import Sample  # noqa: E402
-from pipelines.crossval.harness import Case  # noqa: E402
+from pipelines.crossval.compare import Case  # noqa: E402
 
 SUITE = {
     "bleu": ("bleu", {}),

@@ -16,7 +16,8 @@ from metric_ops.base import (
     Score,
 )
 from metric_ops.errors import FacetlakeError
-from metric_ops.registry import REGISTRY, Registry, UnknownMetricError, get_metric, list_metrics
+from metric_ops.registry import REGISTRY, UnknownMetricError, get_metric, list_metrics
+from metric_ops.plugins import Registry
 
 __all__ = [
     "DIMENSIONS",

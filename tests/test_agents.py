@@ -12,15 +12,9 @@ import numpy as np
 import pytest
 
 from metric_ops.agents.oracles import (
-    POLICY_RULES,
-    ActionOracle,
-    EpisodeReward,
-    OutputsOracle,
-    PolicyCheck,
-    PolicyOracle,
-    PolicyRule,
-    episode_calls,
+    POLICY_RULES, ActionOracle, EpisodeReward, OutputsOracle, PolicyCheck, PolicyOracle, PolicyRule,
 )
+from metric_ops.agents.trajectory import episode_calls
 from metric_ops.base import Sample
 from metric_ops.agents.passk import inconsistent_tasks, oracle_disagreement, paired_pass_k, pass_at_k, pass_hat_k, pass_k, pass_k_curve
 from resources.datasets import DatasetError

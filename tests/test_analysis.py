@@ -270,7 +270,7 @@ def test_tradeoff_resources_come_from_generations_and_runs_provenance(tmp_path):
     import datetime as dt
 
     from assets.analysis_common import pinned_versions, resource_figures
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
     from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path / "lake"))

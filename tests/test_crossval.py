@@ -13,7 +13,8 @@ import os
 
 import pytest
 
-from pipelines.crossval.harness import LEXICAL_TOLERANCE, NEURAL_TOLERANCE, compare, variants
+from pipelines.crossval.compare import LEXICAL_TOLERANCE, NEURAL_TOLERANCE, compare
+from pipelines.crossval.harness import variants
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -66,7 +67,7 @@ def test_neural_variant_matches_reference(case_sets, name):
 
 def test_a_wrong_implementation_is_caught():
     # the comparison must be able to fail: score chrF against the BLEU reference
-    from pipelines.crossval.harness import Case
+    from pipelines.crossval.compare import Case
 
     v = VARIANTS["chrf"]
     wrong = type(v)(**{**v.__dict__, "reference": VARIANTS["bleu (sacrebleu sentence)"].reference})
@@ -76,7 +77,7 @@ def test_a_wrong_implementation_is_caught():
 
 def test_report_is_written_with_every_variant(tmp_path, monkeypatch):
     import pipelines.crossval.run as ac
-    from pipelines.crossval.harness import Case
+    from pipelines.crossval.compare import Case
 
     small = [
         Case("the cat sat on the mat", ("the cat sat on the mat",), "sfres"),
@@ -100,7 +101,7 @@ def ac_crossvalidate_lexical(cases):
 
 def test_cases_with_nothing_to_measure_are_left_out_and_counted_with_the_reason():
     # issue 15 kind 2: the library's placeholder 0 for an empty reference is not compared
-    from pipelines.crossval.harness import Case
+    from pipelines.crossval.compare import Case
 
     cases = [
         Case("the cat sat", ("the cat sat on the mat",), "edge", real=False),

@@ -8,7 +8,8 @@ import json
 import polars as pl
 
 from resources.catalog import register_model
-from resources.evidence.export import export_evidence, verify_evidence
+from resources.evidence.export import export_evidence
+from resources.evidence.verify import verify_evidence
 
 
 def _add_scored_model(lake, fingerprint: str, model: str, spec: str | None) -> int:

@@ -9,14 +9,15 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from resources.evidence.export import export_evidence, verify_evidence
+from resources.evidence.export import export_evidence
+from resources.evidence.verify import verify_evidence
 from resources.catalog.spec import EvaluationSpec, fingerprint_of
 from resources.catalog.profiles import CrossCheckWarning, load_profile, profile_metrics, profile_view
 
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory):
-    from resources.evidence.export import generate_keypair, load_public_key, load_signing_key
+    from resources.evidence.keys import generate_keypair, load_public_key, load_signing_key
 
     private, public, _ = generate_keypair(tmp_path_factory.mktemp("keys"))
     return load_signing_key(private), load_public_key(public)
@@ -70,7 +71,7 @@ def test_verify_round_trips_and_detects_a_tampered_byte(exported, tmp_path, keys
     evaluation = json.loads((forged / "evaluation.json").read_text())
     evaluation["fingerprint_inputs"]["generation"]["temperature"] = 0.7
     (forged / "evaluation.json").write_text(json.dumps(evaluation))
-    from resources.evidence.export import sha256_file
+    from resources.evidence.keys import sha256_file
 
     manifest = json.loads((forged / "MANIFEST.json").read_text())
     manifest["files"]["evaluation.json"]["sha256"] = sha256_file(forged / "evaluation.json")

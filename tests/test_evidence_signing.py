@@ -22,10 +22,11 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 from resources.catalog.spec import EvaluationSpec, fingerprint_of
-from resources.evidence.export import (
-    MANIFEST, SIGNATURE, EvidenceError, export_evidence, generate_keypair, load_public_key, load_signing_key, sha256_file,
-    verify_evidence,
+from resources.evidence.keys import (
+    MANIFEST, SIGNATURE, EvidenceError, generate_keypair, load_public_key, load_signing_key, sha256_file,
 )
+from resources.evidence.export import export_evidence
+from resources.evidence.verify import verify_evidence
 from resources.lake.resource import LakeStore
 
 # pytest-xdist: one worker runs this module (the signed lake and keys are module-scoped; README "Tests")
@@ -168,7 +169,7 @@ def test_forge_fingerprint_inputs_with_the_products_own_function(signed_export, 
 
 
 def test_resigned_with_another_key_or_stripped(signed_export, keypair, two_model_lake, tmp_path):
-    from resources.evidence.export import public_key_id
+    from resources.evidence.keys import public_key_id
 
     lake, _ = two_model_lake
     forged = _copy(signed_export[0], tmp_path, "resigned")

@@ -165,7 +165,7 @@ def test_halueval_meta_eval_path(server, judge_spec):
 
 def test_local_hf_judge_through_the_backend_is_local_and_errors_keep_raw_text():
     from metric_ops.base import Sample
-    from metric_ops.judged.geval_jury import ContextRelevance
+    from metric_ops.judged.rag_triad import ContextRelevance
     from tests.support.tiny_lm import build_tiny_lm
     import resources.scoring.judges  # noqa: F401
 

@@ -13,17 +13,8 @@ import unicodedata
 import pytest
 
 from metric_ops.base import Sample
-from metric_ops.judged.geval_jury import (
-    AnswerRelevance,
-    ContextRelevance,
-    Faithfulness,
-    GEval,
-    Jury,
-    auroc,
-    outlier_jurors,
-    rwg_agreement,
-    split_tie,
-)
+from metric_ops.judged.rag_triad import AnswerRelevance, ContextRelevance, Faithfulness, auroc
+from metric_ops.judged.geval_jury import GEval, Jury, outlier_jurors, rwg_agreement, split_tie
 from metric_ops.judged.replies import (
     JudgeParseError, JudgeReply, TokenLogprob, extract_json, parse_scale_score, probability_weighted_score,
 )

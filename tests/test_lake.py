@@ -7,7 +7,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from resources.lake.tables import LakeError, predicate_for
+from resources.lake.commit import LakeError
+from resources.lake.tables import predicate_for
 from resources.lake.resource import LakeStore
 from resources.sql import SQLRefusedError, query
 

@@ -10,7 +10,8 @@ import sys
 import polars as pl
 import pytest
 
-from resources.lake.tables import LakeError, to_arrow
+from resources.lake.commit import LakeError
+from resources.lake.tables import to_arrow
 from resources.lake.resource import LakeStore
 from resources.lake.commit import LakeConflictError, with_retries
 
@@ -45,7 +46,7 @@ def test_appends_are_idempotent_by_key_with_null_keys(tmp_path):
 
 
 def test_every_table_has_a_key_of_its_own_columns():
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
     from resources.lake.commit import KEYS
 
     assert set(SCHEMAS) == set(KEYS)

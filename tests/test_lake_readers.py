@@ -22,7 +22,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from resources.lake.tables import SCHEMAS, rows_to_arrow
+from resources.lake.schemas import SCHEMAS
+from resources.lake.tables import rows_to_arrow
 
 ROOT = Path(__file__).resolve().parents[1]
 

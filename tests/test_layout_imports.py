@@ -89,7 +89,7 @@ def test_backend_registry_imports_a_backend_on_first_use():
 def test_backend_registry_refuses_a_non_backend():
     import pytest
 
-    from metric_ops.registry import Registry
+    from metric_ops.plugins import Registry
     from resources.backends import ModelBackend, PrecomputedBackend
 
     registry = Registry("backend", base=ModelBackend)

@@ -27,7 +27,7 @@ def _race_worker(root: str, options: dict, barrier, results) -> None:
 
 
 def _race(root: str, options: dict, n: int = 3) -> int:
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
     from resources.lake.commit import ensure_table
 
     lake = LakeStore(root=root, storage_options=options)
@@ -83,7 +83,7 @@ def test_racing_takers_exactly_one_wins_on_s3(s3):
 def _put(lake: LakeStore, holder: str, pid: int, host: str, expires_in_s: float) -> None:
     from deltalake import write_deltalake
 
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
     from resources.lake.commit import ensure_table
 
     ensure_table(lake.uri(LEASES), SCHEMAS[LEASES], None, lake._options())

@@ -160,7 +160,7 @@ def test_shipped_tasks_run_end_to_end_into_the_lake(cli_lake):
         filters = sorted({r["filter"] for r in records})
         inputs = json.loads(row["fingerprint_inputs"])
         assert inputs["adapter"]["task"] == task and inputs["adapter"]["fewshot"]["num_fewshot"] == 1
-        from resources.lm_eval.bridge import config_hash
+        from resources.lm_eval.common import config_hash
 
         assert inputs["adapter"]["task_config_sha256"] == config_hash(results["configs"][task])
         # samples: one per doc, the rendered prompt (with its 1-shot example) as input
@@ -422,7 +422,7 @@ def test_reader_accepts_older_sample_layouts(lm_eval_cli_folder, tmp_path):
     """lm-eval versions differ in how a samples line is laid out: arguments as nested lists
     (the in-memory form) instead of gen_args_i/arg_j, raw numbers instead of strings in resps,
     no ``metrics`` list, no lm_eval_version in the results. The reader maps them the same."""
-    from resources.lm_eval.bridge import find_task_runs
+    from resources.lm_eval.results import find_task_runs
 
     src = next(lm_eval_cli_folder.rglob("results_*.json")).parent
     dst = tmp_path / "old" / src.name
@@ -450,7 +450,8 @@ def test_reader_accepts_older_sample_layouts(lm_eval_cli_folder, tmp_path):
 
 def test_clear_errors(tmp_path, tiny, lm_eval_cli_folder):
     from resources.catalog.spec import EvaluationSpec, SpecError
-    from resources.lm_eval.bridge import LmEvalError, find_task_runs
+    from resources.lm_eval.common import LmEvalError
+    from resources.lm_eval.results import find_task_runs
     from resources.lm_eval.models import lm_eval_model
 
     empty = tmp_path / "empty"

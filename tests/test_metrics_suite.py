@@ -291,7 +291,8 @@ def test_bertscore_reproduces_bert_scores_multi_reference_padding():
     called on the sample; False equals the textbook definition (bert-score on each
     (candidate, reference) pair alone, where nothing is padded, max over references).
     Tolerance 1e-6 (float32 embeddings computed in different batches)."""
-    from pipelines.crossval.harness import Case, bert_score_reference
+    from pipelines.crossval.compare import Case
+    from pipelines.crossval.harness import bert_score_reference
     from metric_ops.neural.embeddings import get_encoder
 
     pred, refs = TRINDER
@@ -316,7 +317,8 @@ def test_bertscore_reproduces_bert_scores_multi_reference_padding():
 @pytest.mark.slow
 def test_bertscore_flags_an_ill_conditioned_f1():
     # P and R of the best-F reference have opposite signs: F (0.213) exceeds both P and R
-    from pipelines.crossval.harness import Case, bert_score_reference
+    from pipelines.crossval.compare import Case
+    from pipelines.crossval.harness import bert_score_reference
     from metric_ops.neural.embeddings import get_encoder
 
     pred, refs = PREY
@@ -343,7 +345,8 @@ def test_bertscore_without_references_is_unscored_not_minus_infinity():
 def test_bertscore_idf_undefined_precision_is_an_error_and_recall_stays():
     # "the" occurs in every reference document: its idf is ln(5/5) = 0, so the candidate's
     # weights sum to 0 and precision is undefined (bert-score: NaN); recall is defined.
-    from pipelines.crossval.harness import Case, bert_score_reference
+    from pipelines.crossval.compare import Case
+    from pipelines.crossval.harness import bert_score_reference
     from metric_ops.neural.embeddings import get_encoder
 
     cases = [Case("the", ("the cat", "the dog"), "edge", real=False), Case("a bird", ("the bird", "the fish"), "edge", real=False)]

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from resources.privacy.anonymise import (
-    PACKAGED_NER_META, AnonymisationError, NERRecogniser, _check_packaged_meta, build_anonymiser, load_ner_pipeline,
+    PACKAGED_NER_META, AnonymisationError, NERRecogniser, build_anonymiser, load_ner_pipeline,
 )
+from resources.privacy.anonymise.ner import _check_packaged_meta
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 

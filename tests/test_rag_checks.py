@@ -7,15 +7,8 @@ import json
 import pytest
 
 from metric_ops.base import Sample
-from metric_ops.rag.checks import (
-    AbstentionAccuracy,
-    CitationChecks,
-    EvidenceChecks,
-    NumericAccuracy,
-    detect_abstention,
-    extract_numbers,
-    number_matches,
-)
+from metric_ops.rag.checks import AbstentionAccuracy, CitationChecks, EvidenceChecks, NumericAccuracy
+from metric_ops.rag.support import detect_abstention, extract_numbers, number_matches
 from resources.datasets import SelfAwareDataset
 
 CORPUS = {

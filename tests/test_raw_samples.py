@@ -104,7 +104,8 @@ def test_store_raw_keeps_raw_text_in_a_table_sql_hides_unless_asked(anonymised_l
 
 
 def test_evidence_with_anonymised_samples_verifies(anonymised_lake, tmp_path):
-    from resources.evidence.export import export_evidence, verify_evidence
+    from resources.evidence.export import export_evidence
+    from resources.evidence.verify import verify_evidence
 
     lake, resolved, _ = anonymised_lake
     manifest = export_evidence(lake, resolved.fingerprint, tmp_path / "ev", include_samples=True)

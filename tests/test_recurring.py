@@ -349,8 +349,9 @@ def test_row_count_metadata_equals_rows_stored_after_a_rescore(lake, fresh_insta
 
 
 def test_every_delta_table_is_an_asset_or_documented_internal_state():
-    from pipelines.definitions import INTERNAL_TABLES, defs
-    from resources.lake.tables import SCHEMAS
+    from assets.catalog import INTERNAL_TABLES
+    from pipelines.definitions import defs
+    from resources.lake.schemas import SCHEMAS
 
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}

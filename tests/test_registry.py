@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from metric_ops.errors import FacetlakeError
-from metric_ops.registry import REGISTRY, Registry, RegistryError, UnknownMetricError, UnknownNameError, get_metric
+from metric_ops.registry import REGISTRY, UnknownMetricError, get_metric
+from metric_ops.plugins import Registry, RegistryError, UnknownNameError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,7 +155,8 @@ def test_contributing_examples(tmp_path):
         import json, sys
         sys.path.insert(0, {str(tmp_path)!r})
         from metric_ops.base import Sample
-        from metric_ops.registry import REGISTRY, Registry, get_metric
+        from metric_ops.registry import REGISTRY, get_metric
+        from metric_ops.plugins import Registry
         from resources.prompting.adapters import ADAPTERS, make_adapter
         from resources.datasets import DATASETS, make_dataset
         t = {targets!r}

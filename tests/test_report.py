@@ -103,7 +103,7 @@ def full_lake(tmp_path_factory, instance):
     from pipelines.runs.runner import materialize_analysis, rescore, run_evaluation
     from resources.catalog import utcnow
     from resources.catalog.spec import EvaluationSpec
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
     from resources.lake.resource import LakeStore
 
     lake = LakeStore(root=str(tmp_path_factory.mktemp("report_lake") / "lake"))

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from resources.lake.tables import SCHEMAS
+from resources.lake.schemas import SCHEMAS
 from resources.lake.resource import LakeStore
 from resources.sql import connect, query
 

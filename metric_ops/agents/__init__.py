@@ -1,0 +1,78 @@
+"""Agent evaluation: the episode oracles (:mod:`~metric_ops.agents.oracles`), reading a
+trajectory (:mod:`~metric_ops.agents.trajectory`) and pass@k / pass^k
+(:mod:`~metric_ops.agents.passk`).
+"""
+
+from metric_ops.agents.oracles import (
+    EpisodeReward,
+    ActionOracle,
+    tau_bench_output_found,
+    OutputsOracle,
+    POLICY_RULES,
+    PolicyCheck,
+    PolicyRule,
+    ExplicitYesBeforeBooking,
+    make_rule,
+    PolicyOracle,
+    PASS_SCORES,
+    ORACLES,
+)
+from metric_ops.agents.trajectory import (
+    TrajectoryError,
+    load_messages,
+    EpisodeCall,
+    episode_calls,
+    said_to_user,
+    final_answer,
+)
+from metric_ops.agents.passk import (
+    PASS_TOLERANCE,
+    is_pass,
+    pass_at_k,
+    pass_hat_k,
+    PassK,
+    task_order,
+    counts,
+    max_trials,
+    pass_k,
+    pass_k_curve,
+    PairedPassK,
+    paired_pass_k,
+    inconsistent_tasks,
+    oracle_disagreement,
+)
+
+__all__ = [
+    "EpisodeReward",
+    "ActionOracle",
+    "tau_bench_output_found",
+    "OutputsOracle",
+    "POLICY_RULES",
+    "PolicyCheck",
+    "PolicyRule",
+    "ExplicitYesBeforeBooking",
+    "make_rule",
+    "PolicyOracle",
+    "PASS_SCORES",
+    "ORACLES",
+    "TrajectoryError",
+    "load_messages",
+    "EpisodeCall",
+    "episode_calls",
+    "said_to_user",
+    "final_answer",
+    "PASS_TOLERANCE",
+    "is_pass",
+    "pass_at_k",
+    "pass_hat_k",
+    "PassK",
+    "task_order",
+    "counts",
+    "max_trials",
+    "pass_k",
+    "pass_k_curve",
+    "PairedPassK",
+    "paired_pass_k",
+    "inconsistent_tasks",
+    "oracle_disagreement",
+]

@@ -35,7 +35,7 @@ Real-World Domains* (2024) and its ``Env.calculate_reward``; Patil et al., BFCL 
 the call matching reused from :mod:`metric_ops.toolcalls`.
 
 Reading an episode's messages (calls, what was said, the final answer) lives in
-:mod:`metric_ops.agents.trajectory` (re-exported here); the oracles are defined here.
+:mod:`metric_ops.agents.trajectory`; the oracles are defined here.
 """
 
 from __future__ import annotations
@@ -48,15 +48,12 @@ from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 from metric_ops.agents.passk import PASS_TOLERANCE
 from metric_ops.plugins import Registry, UnknownNameError
 from metric_ops.toolcalls import ToolCall, evaluate_route, match_call
-from metric_ops.agents.trajectory import (  # noqa: F401  (re-exported: the public API of metric_ops.agents.oracles)
-    EpisodeCall,
+from metric_ops.agents.trajectory import (
     TrajectoryError,
     _messages_or_error,
     _normalise,
     _reference_actions,
     episode_calls,
-    final_answer,
-    load_messages,
     said_to_user,
 )
 

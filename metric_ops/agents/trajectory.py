@@ -1,7 +1,7 @@
 """Agent episodes: reading a trajectory's messages into tool calls, what the agent said to
 the user and its final answer (tau-bench's conventions).
 
-Part of :mod:`metric_ops.agents.oracles` (which re-exports everything here).
+Part of :mod:`metric_ops.agents` (its face exports these names); the oracles read episodes with it.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ and leaves every other metric's verdicts as they were (``metrics=`` restricts th
 Split for size: the shared helpers and the score-frame splitting live in
 :mod:`metric_ops.compare.frames`, the pairwise tests in :mod:`metric_ops.compare.pairwise`;
 this module keeps the per-model statistics, trade-offs and :func:`compare_models`, and
-re-exports the rest.
+is the family's face: it also exports those modules' names and the meta-evaluation's
+(:mod:`metric_ops.compare.meta_eval`).
 """
 
 from __future__ import annotations
@@ -71,13 +72,12 @@ import polars as pl
 from metric_ops import stats
 from metric_ops.base import CORPUS_LEVEL
 from metric_ops.scoring.corpus import CorpusStatistics
-from metric_ops.compare.frames import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
+from metric_ops.compare.frames import (
     ALPHA,
     HUMAN_PREFIX,
     LEGACY_CORPUS_NOTE,
     VERDICTS,
     _corpus_statistics,
-    _finite,
     _not_human,
     _sign,
     corpus_frame,
@@ -86,14 +86,8 @@ from metric_ops.compare.frames import (  # noqa: F401  (re-exported: the public 
     legacy_corpus_metrics,
     scored_frame,
 )
-from metric_ops.compare.pairwise import (  # noqa: F401  (re-exported: the public API of metric_ops.compare)
-    _corpus_pair,
-    _holm_per_metric,
-    _paired_vectors,
-    _sample_pair,
-    _worst_value,
-    pairwise_comparisons,
-)
+from metric_ops.compare.meta_eval import DIVERGENCE_THRESHOLD, correlation_rows, pair_kind, paired_scores
+from metric_ops.compare.pairwise import pairwise_comparisons
 
 
 # --------------------------------------------------------------------------- per model

@@ -1,7 +1,7 @@
 """Model comparison: constants, direction helpers, and splitting a scores frame into
 per-sample, corpus-level and legacy rows.
 
-Part of :mod:`metric_ops.compare` (which re-exports everything here).
+Part of :mod:`metric_ops.compare` (the package face exports these names).
 """
 
 from __future__ import annotations

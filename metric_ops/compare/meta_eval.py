@@ -27,9 +27,9 @@ import numpy as np
 import polars as pl
 
 from metric_ops import stats
+from metric_ops.compare.frames import HUMAN_PREFIX
 
 DIVERGENCE_THRESHOLD = 0.5
-HUMAN_PREFIX = "human:"
 
 
 def pair_kind(a: str, b: str) -> str:

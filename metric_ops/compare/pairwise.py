@@ -1,7 +1,7 @@
 """Model comparison: pairwise tests (paired permutation / McNemar per sample, paired
 bootstrap / approximate randomization for corpus metrics) with Holm's adjustment.
 
-Part of :mod:`metric_ops.compare` (which re-exports everything here).
+Part of :mod:`metric_ops.compare` (the package face exports these names).
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ from metric_ops.judged.replies import (
     JudgeParseError, JudgeReply, extract_json, parse_scale_score, probability_weighted_score, require_list,
 )
 
-from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401 (re-exported)
-from metric_ops.judged.rag_triad import AnswerRelevance, ContextRelevance, Faithfulness, auroc  # noqa: F401 (re-exported)
+from metric_ops.judged.base import JudgedMetric, _numbered
 
 
 # --------------------------------------------------------------------------- G-Eval

@@ -11,7 +11,7 @@ from metric_ops.base import Direction, Sample, Score
 from metric_ops.judged.judging import JudgeCaller
 from metric_ops.judged.replies import JudgeParseError, JudgeReply, extract_json, require_list
 
-from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, _short_hash, split_sentences  # noqa: F401
+from metric_ops.judged.base import VERDICTS, JudgedMetric, _numbered, split_sentences
 
 
 # --------------------------------------------------------------------------- RAG Triad

@@ -18,7 +18,7 @@ of all-MiniLM-L6-v2 (Transformer, max_seq_length 256 -> mean Pooling -> Normaliz
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths

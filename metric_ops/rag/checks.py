@@ -26,7 +26,7 @@ trace has no ``citations``, bracketed markers in the answer are read: ``[doc-7]`
 id, ``[2]`` the second document of the final prompt (or of the retrieved list).
 
 The case/corpus helpers, number extraction and abstention detection live in
-:mod:`metric_ops.rag.support` (re-exported here); the metrics are defined here.
+:mod:`metric_ops.rag.support`; the metrics are defined here.
 """
 
 from __future__ import annotations
@@ -36,12 +36,9 @@ from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Metric, Sample, Score, check_lengths
 from metric_ops.rag.retrieval import extract_trace
-from metric_ops.rag.support import (  # noqa: F401  (re-exported: the public API of metric_ops.rag.checks)
-    ABSTENTION_PHRASES,
+from metric_ops.rag.support import (
     _CorpusMixin,
     _MARKER,
-    _NUMBER,
-    _SCALE,
     _case,
     _context_order,
     _corpus_version,

@@ -1,8 +1,8 @@
 """RAG checks support: reading a sample's case and corpus, extracting stated numbers,
 detecting abstentions (no Metric classes here).
 
-Part of :mod:`metric_ops.rag.checks` (which re-exports everything here; its docstring
-describes the case and trace shapes).
+Part of :mod:`metric_ops.rag` (the metrics are in :mod:`metric_ops.rag.checks`, whose
+docstring describes the case and trace shapes).
 """
 
 from __future__ import annotations

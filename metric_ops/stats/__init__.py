@@ -56,7 +56,7 @@ The code lives in :mod:`metric_ops.stats.core` (types, tolerance, bootstrap, Wil
 
 from __future__ import annotations
 
-from metric_ops.stats.core import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
+from metric_ops.stats.core import (
     BOOTSTRAP_RESAMPLING,
     CONFIDENCE,
     Correlation,
@@ -69,15 +69,6 @@ from metric_ops.stats.core import (  # noqa: F401  (re-exported: the public API 
     StatsError,
     TestResult,
     WILD_BOOTSTRAP_ABOVE,
-    _BATCH_DRAWS,
-    _BITS,
-    _array,
-    _batch_rows,
-    _check_confidence,
-    _flip_counts_exact,
-    _paired,
-    _subset_sums,
-    _z,
     bootstrap_ci,
     bootstrap_distribution,
     bootstrap_resampling,
@@ -103,11 +94,9 @@ from metric_ops.stats.significance import (  # noqa: F401  (re-exported: the pub
     paired_permutation_test,
     paired_test,
 )
-from metric_ops.stats.corpus import (  # noqa: F401  (re-exported: the public API of metric_ops.stats)
+from metric_ops.stats.corr import kendall_tau_b, pearson, rank_average, spearman
+from metric_ops.stats.corpus import (
     Aggregate,
-    _aligned,
-    _resampled_totals,
-    _stats_matrix,
     approximate_randomization,
     corpus_bootstrap,
     corpus_interval,
@@ -137,6 +126,7 @@ __all__ = [
     "holm",
     "is_binary",
     "is_constant",
+    "kendall_tau_b",
     "mcnemar_exact",
     "mean_interval",
     "negligible",
@@ -144,7 +134,10 @@ __all__ = [
     "paired_effect_size",
     "paired_permutation_test",
     "paired_test",
+    "pearson",
+    "rank_average",
     "sign_flip_null",
+    "spearman",
     "wilson_bounds",
     "wilson_interval",
 ]

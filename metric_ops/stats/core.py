@@ -1,6 +1,6 @@
 """Statistics core: constants, result types, tolerance, the bootstrap, Wilson and mean intervals.
 
-Part of :mod:`metric_ops.stats` (which re-exports everything here; its docstring lists
+Part of :mod:`metric_ops.stats` (the package face exports these names; its docstring lists
 the methods and their sources).
 """
 

@@ -1,7 +1,7 @@
 """Corpus-level statistics: bootstrap and approximate randomization over per-segment
 sufficient statistics (as sacrebleu's significance module does).
 
-Part of :mod:`metric_ops.stats` (which re-exports everything here).
+Part of :mod:`metric_ops.stats` (the package face exports these names).
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ from metric_ops.toolcalls.matching import (  # noqa: F401
     reference_routes,
     validate_call,
 )
-from metric_ops.toolcalls.parsing import ParsedCalls, ParseWork, ToolCall, attempted_call_syntax, parse_tool_calls  # noqa: F401
+from metric_ops.toolcalls.parsing import ParsedCalls, ToolCall, parse_tool_calls
+from metric_ops.toolcalls.scan import ParseWork, attempted_call_syntax
 
 # ============================================================================ metrics
 

@@ -1,5 +1,5 @@
-"""Value equality and BFCL's accepted-value rules for tool-call arguments (split out of
-:mod:`metric_ops.toolcalls`, which re-exports every public name here).
+"""Value equality and BFCL's accepted-value rules for tool-call arguments (part of
+:mod:`metric_ops.toolcalls`, whose face exports every public name here).
 
 References: Patil et al., *The Berkeley Function Calling Leaderboard* (BFCL, 2024) and
 its ``ast_checker`` rules.

@@ -1,6 +1,6 @@
 """Matching predicted tool calls to reference calls: offered tools, reference routes,
-argument modes, maximum bipartite matching, trajectories and schema validity (split out
-of :mod:`metric_ops.toolcalls`, which re-exports every public name here).
+argument modes, maximum bipartite matching, trajectories and schema validity (part of
+:mod:`metric_ops.toolcalls`, whose face exports every public name here).
 
 References: maximum bipartite matching by augmenting paths (Kuhn, 1955); BFCL's rules
 in :mod:`metric_ops.toolcalls.bfcl`.

@@ -1,5 +1,5 @@
-"""Reading tool calls out of model outputs (split out of :mod:`metric_ops.toolcalls`,
-which re-exports every public name here).
+"""Reading tool calls out of model outputs (part of :mod:`metric_ops.toolcalls`,
+whose face exports every public name here).
 
 :func:`parse_tool_calls` accepts native OpenAI ``tool_calls`` JSON, lists of
 ``{"name", "arguments"}``, Hermes/Qwen ``<tool_call>`` blocks, fenced JSON or Python

@@ -129,7 +129,8 @@ def export(
     model identities, fingerprint inputs, package versions, the outbound ledger, a SHA-256
     manifest signed with Ed25519, and the manifest's hash anchored in the lake (evidence_exports)."""
     from resources.catalog import CatalogError, evaluation_row
-    from resources.evidence.export import KEY_FILE_ENV, EvidenceError, export_evidence, load_signing_key
+    from resources.evidence.keys import KEY_FILE_ENV, EvidenceError, load_signing_key
+    from resources.evidence.export import export_evidence
 
     store = open_lake(lake)
     if not store.exists("evaluations"):
@@ -162,7 +163,8 @@ def verify(
 ) -> None:
     """Check the signature against a public key, every file's SHA-256, the fingerprint from its
     inputs, the summary and models against the scores, and (with --lake) the anchor; exit 1 unless intact."""
-    from resources.evidence.export import EvidenceError, load_public_key, verify_evidence
+    from resources.evidence.keys import EvidenceError, load_public_key
+    from resources.evidence.verify import verify_evidence
 
     try:
         trusted = load_public_key(public_key)
@@ -194,7 +196,7 @@ def keygen(
 
     Encrypts the private key when $FACETLAKE_EVIDENCE_KEY_PASSPHRASE is set. Refuses a folder
     inside the lake and never overwrites a key."""
-    from resources.evidence.export import PASSPHRASE_ENV, EvidenceError, _inside, generate_keypair
+    from resources.evidence.keys import PASSPHRASE_ENV, EvidenceError, _inside, generate_keypair
 
     store = open_lake(lake)
     if _inside(out, store.root):

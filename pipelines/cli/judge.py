@@ -178,7 +178,7 @@ def halueval(
     """
     import polars as pl
 
-    from metric_ops.judged.geval_jury import Faithfulness, auroc
+    from metric_ops.judged.rag_triad import Faithfulness, auroc
     from metric_ops.judged.judging import MemoryJudgeCache, use_cache
     from metric_ops.scoring.rows import score_metric
     from resources.datasets import DatasetError, make_dataset

@@ -49,7 +49,7 @@ def _errors():
     from resources.catalog import CatalogError
     from resources.datasets import DatasetError
     from resources.catalog.spec import SpecError
-    from resources.lm_eval.bridge import LmEvalError
+    from resources.lm_eval.common import LmEvalError
     from resources.privacy.outbound import OfflineModeError
 
     return (LmEvalError, OfflineModeError, DatasetError, SpecError, CatalogError)

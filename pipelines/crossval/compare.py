@@ -1,5 +1,5 @@
-"""Comparing facetlake's stored values with a reference library's, case by case (split
-out of :mod:`pipelines.crossval.harness`, which re-exports these names).
+"""Comparing facetlake's stored values with a reference library's, case by case (used by
+:mod:`pipelines.crossval.harness`).
 
 Values are compared only where both sides define one: cases facetlake stores as
 ``unscored`` (nothing to measure) and cases where the library is undefined (NaN) while

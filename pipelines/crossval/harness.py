@@ -26,18 +26,8 @@ import sys
 import warnings
 from typing import Any, Callable, Sequence
 
-from metric_ops.base import Sample
-from pipelines.crossval.rouge import ROUGE_WORKED_EXAMPLES, known_answer_rows, known_answer_section, worked_example_rows  # noqa: F401
-from pipelines.crossval.compare import (  # noqa: F401  (re-exported: the comparison lives there)
-    LEXICAL_TOLERANCE,
-    NEURAL_TOLERANCE,
-    Case,
-    FacetlakeValues,
-    Variant,
-    _left_out,
-    compare,
-    facetlake_values,
-)
+from pipelines.crossval.rouge import known_answer_rows, known_answer_section, worked_example_rows
+from pipelines.crossval.compare import LEXICAL_TOLERANCE, NEURAL_TOLERANCE, Case, Variant, _left_out, compare
 
 # --------------------------------------------------------------------------- edge cases
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 
-from pipelines.crossval.harness import Case, crossvalidate, edge_cases, report_markdown
+from pipelines.crossval.compare import Case
+from pipelines.crossval.harness import crossvalidate, edge_cases, report_markdown
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA_DIR = PROJECT_ROOT / "data"

@@ -185,7 +185,7 @@ def load_report_data(
 def _with_columns(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
     """``rows`` with every column of the lake table ``table`` (None where a row lacks it),
     as the stored rows have them; ``detail`` stays a dict."""
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
 
     names = SCHEMAS[table].names
     return [{**{n: None for n in names}, **r, "detail": r.get("detail") or {}} for r in rows]

@@ -27,14 +27,9 @@ from pipelines.runs.register import evaluation_partition, register
 from pipelines.runs.runner import _materialize, materialize_analysis, materialize_model, materialize_samples, run_evaluation
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve, slugify_model
 from resources.lake.resource import LakeStore
-from resources.lm_eval.bridge import (
-    PREFIX,
-    LmEvalError,
-    TaskRun,
-    adapter_block,
-    find_task_runs,
-    run_record,
-)
+from resources.lm_eval.common import PREFIX, LmEvalError
+from resources.lm_eval.results import TaskRun, find_task_runs
+from resources.lm_eval.bridge import adapter_block, run_record
 
 OUTPUTS_FOLDER = "_lm_eval_outputs"
 

@@ -18,7 +18,8 @@ import importlib
 import json
 from typing import Any, Callable, ClassVar, Mapping
 
-from metric_ops.agents.oracles import said_to_user, tau_bench_output_found
+from metric_ops.agents.trajectory import said_to_user
+from metric_ops.agents.oracles import tau_bench_output_found
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
 

@@ -42,10 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
-from metric_ops.agents.oracles import episode_calls, final_answer
+from metric_ops.agents.trajectory import episode_calls, final_answer
 from metric_ops.base import Sample
 from resources.agents.environments import EnvironmentLoadError, load_environment
-from resources.datasets import Dataset, DatasetError, _read_json_or_jsonl
+from resources.datasets import Dataset, DatasetError
+from resources.datasets.files import _read_json_or_jsonl
 
 FORMATS: tuple[str, ...] = ("auto", "tau_bench", "openai_jsonl")
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Mapping
 import dagster as dg
 
 from metric_ops.base import Sample
-from metric_ops.registry import Registry
+from metric_ops.plugins import Registry
 from metric_ops.errors import FacetlakeError
 
 SPEC_EXAMPLES = (
@@ -157,7 +157,8 @@ class PrecomputedBackend(ModelBackend):
         return outputs
 
     def _parse_file(self) -> dict[str, Any]:
-        from resources.datasets import DatasetError, _read_table_file
+        from resources.datasets import DatasetError
+        from resources.datasets.files import _read_table_file
 
         assert self.path is not None
         try:

@@ -21,22 +21,20 @@ Identity (DESIGN.md, "Identity"):
 Every lookup accepts an evaluation name, a unique prefix of a name or fingerprint, or a
 partition key (``name@fp12``); hex is for machines.
 
-The code lives in :mod:`resources.catalog.reads` (keys, sources, reads) and
-:mod:`resources.catalog.writes` (registration, models, metrics, archiving); this module
-re-exports both, so its public API is unchanged.
+The code lives in :mod:`resources.catalog.spec` (the evaluation spec and its fingerprint),
+:mod:`resources.catalog.reads` (keys, sources, reads), :mod:`resources.catalog.writes`
+(registration, models, metrics, archiving), :mod:`resources.catalog.profiles` (practitioner
+profiles) and :mod:`resources.catalog.migrations` (explicit migrations of older lakes); this
+face exports their public names.
 """
 
 from __future__ import annotations
 
-from resources.catalog.reads import (  # noqa: F401  (re-exported: the public API of resources.catalog)
+from resources.catalog.reads import (
     CatalogCollisionError,
     CatalogError,
     FP_PREFIX,
     HistoryPartitionError,
-    _evaluations,
-    _listing,
-    _models,
-    _read,
     added_metrics,
     current_keys,
     current_models,
@@ -55,15 +53,42 @@ from resources.catalog.reads import (  # noqa: F401  (re-exported: the public AP
     source_identity,
     utcnow,
 )
-from resources.catalog.writes import (  # noqa: F401  (re-exported: the public API of resources.catalog)
-    Registration,
-    _describe_source,
-    _model_row,
-    _pair_rows,
-    _release_fingerprint,
-    _short_source,
-    add_metrics,
-    register_evaluation,
-    register_model,
-    set_archived,
+from resources.catalog.writes import Registration, add_metrics, register_evaluation, register_model, set_archived
+from resources.catalog.spec import (
+    MODEL_SLUG,
+    EVALUATION_NAME,
+    FINGERPRINT,
+    DEFAULT_ADAPTER,
+    DEFAULT_GENERATION,
+    SpecError,
+    slugify_model,
+    model_key_for,
+    model_keys,
+    canonical_json,
+    fingerprint_of,
+    EvaluationSpec,
+    ResolvedEvaluation,
+    load_dataset,
+    resolve,
+)
+from resources.catalog.profiles import (
+    SHIPPED,
+    OUTPUT_FORMS,
+    PROFILES_ENV,
+    ProfileError,
+    CrossCheckWarning,
+    Profile,
+    profile_dirs,
+    parse_profile,
+    list_profiles,
+    load_profile,
+    dimension_counts,
+    profile_metrics,
+    profile_view,
+)
+from resources.catalog.migrations import (
+    MigrationError,
+    migrate_catalog_identity,
+    migrate_ledger_calls,
+    pending,
 )

@@ -25,6 +25,8 @@ from typing import Any
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
+from resources.catalog.reads import dataset_source, evaluation_key, identity_sha256, pair_key, source_identity, utcnow
+from resources.catalog.spec import slugify_model
 from resources.lake.resource import LakeStore
 from resources.lake.tables import to_arrow
 
@@ -68,9 +70,6 @@ def _overwrite(lake: LakeStore, table: str, rows: list[dict[str, Any]]) -> None:
 def migrate_catalog_identity(lake: LakeStore) -> dict[str, int]:
     """Run the ``catalog-identity`` migration (see the module docstring); returns row counts
     written per table. Idempotent: a lake already migrated is left as it is."""
-    from resources.catalog import dataset_source, evaluation_key, identity_sha256, pair_key, source_identity, utcnow
-    from resources.catalog.spec import slugify_model
-
     if "catalog-identity" not in pending(lake):
         return migrate_ledger_calls(lake)
     old = pl.from_arrow(lake.delta("evaluations").to_pyarrow_table())

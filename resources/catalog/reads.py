@@ -1,6 +1,6 @@
 """The evaluation catalog: errors, keys, dataset/model source identities and every read.
 
-Part of :mod:`resources.catalog` (which re-exports everything here; its docstring
+Part of :mod:`resources.catalog` (the package face exports these names; its docstring
 describes the tables).
 """
 

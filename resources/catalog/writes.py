@@ -1,6 +1,6 @@
 """The evaluation catalog: registering evaluations and models, adding metrics, archiving.
 
-Part of :mod:`resources.catalog` (which re-exports everything here; its docstring
+Part of :mod:`resources.catalog` (the package face exports these names; its docstring
 describes the tables).
 """
 

@@ -20,12 +20,19 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
-from metric_ops.registry import Registry
+from metric_ops.plugins import Registry
 from resources.datasets.values import checked_scale, rating_value, text_values
 
-from resources.datasets.files import (  # noqa: F401 - re-exported
-    _BOMS, ENCODING_FIX, DatasetError, DatasetWarning, TableRows, _guess_encoding, _read_csv, _read_json_or_jsonl,
-    _read_jsonl, _read_table_file, _require, _shape, no_rows_message, read_text,
+from resources.datasets.files import (
+    ENCODING_FIX,
+    DatasetError,
+    DatasetWarning,
+    TableRows,
+    _read_json_or_jsonl,
+    _read_table_file,
+    _require,
+    no_rows_message,
+    read_text,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

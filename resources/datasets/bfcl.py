@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from metric_ops.base import Sample
-from resources.datasets import Dataset, DatasetError, _read_json_or_jsonl
+from resources.datasets import Dataset, DatasetError
+from resources.datasets.files import _read_json_or_jsonl
 
 BFCL_CATEGORIES: tuple[str, ...] = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple")
 _ALIASES = {"simple": "simple_python"}

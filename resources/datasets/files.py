@@ -2,8 +2,7 @@
 fix when bytes do not decode), JSON / JSON-lines / CSV / Parquet readers that name the file
 and line of any malformed record, and :class:`DatasetError` / :class:`DatasetWarning`.
 
-Split out of :mod:`resources.datasets` (issue 19 layout step); ``resources.datasets``
-re-exports every name here, so existing imports keep working.
+Part of :mod:`resources.datasets` (the package face exports the public names).
 """
 
 from __future__ import annotations

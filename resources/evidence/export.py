@@ -50,15 +50,16 @@ from typing import Any, Mapping
 import polars as pl
 
 from resources.catalog import evaluation_row, pairs_of
-from resources.evidence.keys import (  # noqa: F401 - re-exported
-    FORMAT, KEY_ENV, KEY_FILE_ENV, MANIFEST, PASSPHRASE_ENV, PUBLIC_KEY_ENV, PUBLIC_KEY_FILE_ENV, SIGNATURE,
-    SIGNATURE_FORMAT, EvidenceError, _inside, generate_keypair, load_public_key, load_signing_key, public_key_id,
+from resources.evidence.keys import (
+    FORMAT,
+    MANIFEST,
+    SIGNATURE,
+    SIGNATURE_FORMAT,
+    EvidenceError,
+    public_key_id,
     sha256_file,
 )
-from resources.evidence.verify import (  # noqa: F401 - re-exported
-    VerifyReport, _check_models_and_summary, _check_signature, _read_table, manifest_files, summary_mismatches,
-    verify_evidence,
-)
+from resources.evidence.verify import summary_mismatches
 
 JUDGE_DETAIL_KEYS = ("reasoning", "claims", "verdicts", "votes", "jurors", "judges", "raw_reply", "raw", "steps", "sentences")
 
@@ -196,7 +197,7 @@ def export_evidence(
     files.append(_write_rows(out / "runs", _frame_rows(runs), run_cols, fmt))
 
     ledger = lake.read("outbound_ledger").filter(pl.col("fingerprint") == fp).sort("called_at") if lake.exists("outbound_ledger") else pl.DataFrame()
-    from resources.lake.tables import SCHEMAS
+    from resources.lake.schemas import SCHEMAS
 
     files.append(_write_rows(out / "outbound_ledger", _frame_rows(ledger), SCHEMAS["outbound_ledger"].names, fmt))
 

@@ -2,8 +2,7 @@
 pairs, loading the signing key from the environment or a file (never from the lake) and the
 trusted public key, key ids, file hashes, and the evidence format constants.
 
-Split out of :mod:`resources.evidence.export` (issue 19 layout step); ``resources.evidence.export``
-re-exports every name here, so existing imports keep working.
+Part of :mod:`resources.evidence` (the package face exports these names).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ manifest, the recomputed fingerprint, score rows against the summary and models,
 dataset content hash from samples, the Ed25519 signature against a trusted public key, and
 the manifest's anchor in the lake.
 
-Split out of :mod:`resources.evidence.export` (issue 19 layout step); ``resources.evidence.export``
-re-exports every name here, so existing imports keep working.
+Part of :mod:`resources.evidence` (the package face exports these names).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class Lease:
         """Take the lease if it is free (one conditional commit); False when a live writer holds it."""
         from deltalake.exceptions import CommitFailedError
 
-        from resources.lake.tables import PARTITION_COLUMNS, SCHEMAS
+        from resources.lake.schemas import PARTITION_COLUMNS, SCHEMAS
         from resources.lake.commit import ensure_table
 
         ensure_table(self.lake.uri(LEASES), SCHEMAS[LEASES], PARTITION_COLUMNS.get(LEASES), self.lake._options())

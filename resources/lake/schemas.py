@@ -1,8 +1,7 @@
 """The lake's table contracts: one Arrow schema per Delta table (:data:`SCHEMAS`) and the
 partition columns of the partitioned ones (:data:`PARTITION_COLUMNS`).
 
-Split out of :mod:`resources.lake.tables` (issue 19 layout step); ``resources.lake.tables`` re-exports
-both names, so ``from resources.lake.tables import SCHEMAS`` keeps working.
+Part of :mod:`resources.lake` (the package face exports these names).
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ from typing import Any, Iterable, Mapping, Sequence
 import polars as pl
 import pyarrow as pa
 
-from resources.lake.schemas import ADDED_COLUMNS, PARTITION_COLUMNS, SCHEMAS  # noqa: F401 - re-exported
+from resources.lake.schemas import ADDED_COLUMNS, PARTITION_COLUMNS, SCHEMAS
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
 
-from resources.lake.commit import LakeConflictError, LakeError  # noqa: E402,F401 - re-exported
+from resources.lake.commit import LakeError
 
 
 def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:

@@ -42,7 +42,7 @@ whether facetlake ran lm-eval or imported a folder lm-eval wrote (see :func:`ada
 Split for size: shared names and hashing in :mod:`resources.lm_eval.common`, reading an
 lm-eval run in :mod:`resources.lm_eval.results`, the ``lm_eval_summary`` rows in
 :mod:`resources.lm_eval.summary`; this module keeps the fingerprint, dataset, adapter,
-backend and spec-section code and re-exports the rest.
+backend and spec-section code (the package face :mod:`resources.lm_eval` exports all of them).
 """
 
 from __future__ import annotations
@@ -62,44 +62,16 @@ from metric_ops.base import Sample
 from metric_ops.identity import identity_json
 from resources.backends import GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.datasets import Dataset, DatasetError
-from resources.lm_eval.common import (  # noqa: F401  (re-exported: the public API of resources.lm_eval.bridge)
-    AGREEMENT_TOLERANCE,
-    CONFIG_UNHASHED,
-    DEFAULT_FILTER,
+from resources.lm_eval.common import (
     LmEvalError,
-    PREFIX,
-    TASKS_DIR,
     _EPISTEMIC,
-    _RESULTS_NAME,
-    _RESULT_META,
-    _SAMPLE_KEYS,
-    _arguments,
-    _flag,
     _number,
-    _target_list,
-    canonical,
-    config_hash,
     metric_name,
-    require_lm_eval,
     score_identity,
     score_signature,
     sha256,
 )
-from resources.lm_eval.results import (  # noqa: F401  (re-exported: the public API of resources.lm_eval.bridge)
-    TaskRun,
-    _gold_index,
-    _greedy,
-    _loglikelihoods,
-    _pairs,
-    _results_files,
-    find_task_runs,
-    load_results,
-    task_run,
-)
-from resources.lm_eval.summary import (  # noqa: F401  (re-exported: the public API of resources.lm_eval.bridge)
-    _float_or_none,
-    summary_rows,
-)
+from resources.lm_eval.results import TaskRun, load_results, task_run
 
 
 # --------------------------------------------------------------------------- fingerprint

@@ -1,7 +1,7 @@
 """lm-eval bridge: shared constants, canonical hashing, score names and signatures, and the
 small value parsers for lm-eval's records.
 
-Part of :mod:`resources.lm_eval.bridge` (which re-exports everything here).
+Part of :mod:`resources.lm_eval` (the package face exports these names).
 """
 
 from __future__ import annotations

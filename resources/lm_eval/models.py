@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import urlparse
 
-from resources.lm_eval.bridge import TASKS_DIR, LmEvalError, require_lm_eval
+from resources.lm_eval.common import TASKS_DIR, LmEvalError, require_lm_eval
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 

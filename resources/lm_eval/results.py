@@ -1,7 +1,7 @@
 """lm-eval bridge: reading a run lm-eval wrote (results files and per-sample logs) as
 :class:`TaskRun` objects.
 
-Part of :mod:`resources.lm_eval.bridge` (which re-exports everything here).
+Part of :mod:`resources.lm_eval` (the package face exports these names).
 """
 
 from __future__ import annotations

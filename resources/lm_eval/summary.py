@@ -1,7 +1,7 @@
 """lm-eval bridge: the ``lm_eval_summary`` rows, lm-eval's own aggregate beside facetlake's
 recomputation of it from the stored per-sample scores.
 
-Part of :mod:`resources.lm_eval.bridge` (which re-exports everything here).
+Part of :mod:`resources.lm_eval` (the package face exports these names).
 """
 
 from __future__ import annotations

@@ -1,0 +1,63 @@
+"""Turning samples into prompts and model output into what the metrics read: adapters
+(:mod:`~resources.prompting.adapters`) and annotators (:mod:`~resources.prompting.annotators`).
+"""
+
+from resources.prompting.adapters import (
+    ALPACA,
+    RAG_TEMPLATE,
+    MC_TEMPLATE,
+    AdapterError,
+    ADAPTERS,
+    adapter_class,
+    render,
+    Adapter,
+    GenerationAdapter,
+    TemplateAdapter,
+    ChatAdapter,
+    InstructionAdapter,
+    FewShotAdapter,
+    MultipleChoiceAdapter,
+    RAGAdapter,
+    make_adapter,
+    adapter_fingerprint_inputs,
+)
+from resources.prompting.annotators import (
+    ANNOTATORS,
+    AnnotatorError,
+    Annotation,
+    Annotator,
+    RegexAnnotator,
+    StripReasoningAnnotator,
+    ModelAnnotator,
+    make_annotators,
+    run_annotators,
+)
+
+__all__ = [
+    "ALPACA",
+    "RAG_TEMPLATE",
+    "MC_TEMPLATE",
+    "AdapterError",
+    "ADAPTERS",
+    "adapter_class",
+    "render",
+    "Adapter",
+    "GenerationAdapter",
+    "TemplateAdapter",
+    "ChatAdapter",
+    "InstructionAdapter",
+    "FewShotAdapter",
+    "MultipleChoiceAdapter",
+    "RAGAdapter",
+    "make_adapter",
+    "adapter_fingerprint_inputs",
+    "ANNOTATORS",
+    "AnnotatorError",
+    "Annotation",
+    "Annotator",
+    "RegexAnnotator",
+    "StripReasoningAnnotator",
+    "ModelAnnotator",
+    "make_annotators",
+    "run_annotators",
+]

@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
-from metric_ops.registry import Registry, UnknownNameError
+from metric_ops.plugins import Registry, UnknownNameError
 from resources.backends import GenerationRequest, GenerationResult
 
 ALPACA = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"

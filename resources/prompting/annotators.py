@@ -39,7 +39,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
-from metric_ops.registry import Registry, UnknownNameError
+from metric_ops.plugins import Registry, UnknownNameError
 
 # annotator kind -> Annotator subclass; a subclass with a ``kind`` registers itself when defined
 ANNOTATORS: Registry[type["Annotator"]] = Registry("annotator kind", base="resources.prompting.annotators:Annotator")

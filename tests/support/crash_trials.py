@@ -81,7 +81,8 @@ def workload(folder: Path, spec_path: Path, export_to: Path, force: bool) -> Non
     from assets.scores import ScoresConfig, scores
     from assets.summary import summary
     from pipelines.runs.run_health import process_tags
-    from pipelines.runs.runner import committed_scores, pairs_of
+    from pipelines.runs.runner import committed_scores
+    from resources.catalog import pairs_of
     from pipelines.runs.register import evaluation_partition, register
     from pipelines.runs.instance import get_instance
     from resources.catalog.spec import EvaluationSpec
@@ -116,7 +117,7 @@ def measure(folder: Path, n: int, export_to: Path) -> dict:
     import dagster as dg
     import polars as pl
 
-    from resources.evidence.export import verify_evidence
+    from resources.evidence.verify import verify_evidence
     from resources.lake.resource import LakeStore
     from resources.lake.commit import KEYS
 
