@@ -13,7 +13,7 @@ from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler
 from resources.backends import ModelBackends
 from resources.lake.resource import LakeStore
 from resources.sql.resource import DuckDBReader
-from pipelines.cli.quiet import quiet_libraries
+from pipelines.quiet import quiet_libraries
 
 quiet_libraries()  # also in code-location processes (`facetlake ui`, run workers), not only the CLI
 

@@ -118,7 +118,7 @@ def test_defaults_never_point_into_the_project_or_package(tmp_path, monkeypatch)
 def test_quiet_drops_only_what_the_user_cannot_act_on(caplog, monkeypatch):
     import warnings
 
-    from pipelines.cli.quiet import quiet_libraries
+    from pipelines.quiet import quiet_libraries
 
     monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
     quiet_libraries()

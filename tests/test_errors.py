@@ -19,7 +19,7 @@ OWNED = [
     ("resources.prompting.adapters", "AdapterError", ValueError), ("resources.prompting.annotators", "AnnotatorError", ValueError),
     ("resources.catalog", "CatalogError", LookupError), ("resources.catalog", "CatalogCollisionError", ValueError),
     ("resources.catalog", "HistoryPartitionError", LookupError), ("resources.catalog.spec", "SpecError", ValueError),
-    ("resources.agents.runner", "EnvironmentLoadError", RuntimeError), ("resources.privacy.keys", "MissingKeyError", RuntimeError),
+    ("resources.agents.environments", "EnvironmentLoadError", RuntimeError), ("resources.privacy.keys", "MissingKeyError", RuntimeError),
     ("resources.lm_eval.bridge", "LmEvalError", ValueError), ("resources.lm_eval.models", "LmEvalPrivacyError", ValueError),
     ("resources.scoring.metric_inputs", "MetricInputError", ValueError), ("resources.catalog.migrations", "MigrationError", RuntimeError),
     ("resources.catalog.profiles", "ProfileError", ValueError), ("resources.sql", "SQLRefusedError", ValueError),

@@ -24,7 +24,7 @@ from pipelines.cli import report as cli_report
 from pipelines.cli import run as cli_run
 from pipelines.cli import judge as judge_cli
 from pipelines.cli.common import err, first_sentence, show_flags_as_flags
-from pipelines.cli.quiet import quiet_libraries
+from pipelines.quiet import quiet_libraries
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 quiet_libraries()

@@ -76,7 +76,7 @@ def crossval(out: Path = typer.Option(Path("crossvalidation.md"), "--out", help=
     Compares facetlake's numbers with sacrebleu, rouge-score, NLTK, bert-score (same model
     and layer) and the SQuAD v2 script's rules; exits 1 when any variant is out of tolerance.
     """
-    from pipelines.cli.quiet import quiet_libraries
+    from pipelines.quiet import quiet_libraries
     from pipelines.crossval.run import main as crossval_main
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -4,9 +4,9 @@
 - :mod:`~resources.lake.schemas`, :mod:`~resources.lake.types`: every table's Arrow schema
   and the checks of what is written;
 - :mod:`~resources.lake.commit`: conflict-safe commits and their retries;
-- :mod:`~resources.lake.lease`, :mod:`~resources.lake.faults`, :mod:`~resources.lake.score_params`,
-  :mod:`~resources.lake.sample_codec`: generation leases, crash-test fault points, the
-  scores' ``params`` column, the samples table's codec;
+- :mod:`~resources.lake.lease`, :mod:`~resources.lake.score_params`,
+  :mod:`~resources.lake.sample_codec`: generation leases, the scores' ``params`` column,
+  the samples table's codec;
 - :mod:`~resources.lake.resource`: ``LakeStore``, the Dagster resource. Not imported by this
   face: reading the lake (``facetlake sql``) never imports Dagster; import it from
   ``resources.lake.resource``.
@@ -30,7 +30,6 @@ from resources.lake.commit import (
     with_retries,
 )
 from resources.lake.lease import LEASES, Lease, LeaseTimeout, generation_lease, pid_alive, ttl_s
-from resources.lake.faults import fault_point
 from resources.lake.score_params import fill_params, fill_params_arrow, fill_params_rows
 from resources.lake.sample_codec import (
     SamplesMissingError,
@@ -72,7 +71,6 @@ __all__ = [
     "generation_lease",
     "pid_alive",
     "ttl_s",
-    "fault_point",
     "fill_params",
     "fill_params_arrow",
     "fill_params_rows",

@@ -33,7 +33,7 @@ from typing import Callable, Sequence, TypeVar
 
 import pyarrow as pa
 
-from resources.lake.faults import fault_point
+from resources.faults import fault_point
 from metric_ops.errors import FacetlakeError
 
 T = TypeVar("T")

@@ -35,7 +35,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterator
 
-from resources.lake.faults import fault_point
+from resources.faults import fault_point
 from metric_ops.errors import FacetlakeError
 
 LEASES = "leases"

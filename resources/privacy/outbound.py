@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from metric_ops.errors import FacetlakeError
-from resources.lake.faults import fault_point
+from resources.faults import fault_point
 from resources.privacy.anonymise import AnonymisationError
 from resources.privacy.keys import redact_exception, register_secret, resolve_key
 from resources.privacy.policy import forced_policy

@@ -9,7 +9,9 @@ docs/reliability.md are tested by killing the process at each of them):
 - ``outbound.before_send`` / ``outbound.after_send``: around every external call, after its
   intent is durable in the outbound ledger and before / after the request goes out.
 
-Unset (the default), :func:`fault_point` costs one dictionary lookup.
+Unset (the default), :func:`fault_point` costs one dictionary lookup. Shared by the lake
+(commits, leases) and the outbound path, so it sits outside both families and imports nothing
+of them.
 """
 
 from __future__ import annotations
