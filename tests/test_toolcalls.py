@@ -491,17 +491,3 @@ def test_complete_calls_in_the_same_syntaxes_still_parse():
                  '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'):
         parsed = parse_tool_calls(text)
         assert parsed.status == "calls" and parsed.calls == expected, text
-
-
-def test_public_names_stay_importable_from_toolcalls():
-    import metric_ops.toolcalls as tc
-    from metric_ops.toolcalls import bfcl as toolcall_bfcl
-    from metric_ops.toolcalls import matching as toolcall_matching
-    from metric_ops.toolcalls import parsing as toolcall_parsing
-
-    for name in ("ToolCall", "ParsedCalls", "parse_tool_calls", "ParseWork"):
-        assert getattr(tc, name) is getattr(toolcall_parsing, name)
-    for name in ("values_equal", "bfcl_match_call", "bfcl_standardize", "bfcl_check_argument"):
-        assert getattr(tc, name) is getattr(toolcall_bfcl, name)
-    for name in ("normalize_tools", "reference_routes", "match_call", "evaluate_route", "choose_route", "validate_call", "max_bipartite_matching"):
-        assert getattr(tc, name) is getattr(toolcall_matching, name)

@@ -307,3 +307,27 @@ def detail_json(detail: Any) -> str:
         return v
 
     return json.dumps(clean(detail), sort_keys=True, ensure_ascii=False)
+
+
+__all__ = [
+    "ALPHA",
+    "HUMAN_PREFIX",
+    "LEGACY_CORPUS_NOTE",
+    "VERDICTS",
+    "corpus_frame",
+    "corpus_metrics",
+    "declared_binary",
+    "legacy_corpus_metrics",
+    "scored_frame",
+    "DIVERGENCE_THRESHOLD",
+    "correlation_rows",
+    "pair_kind",
+    "paired_scores",
+    "pairwise_comparisons",
+    "metric_statistics",
+    "model_pairs",
+    "RESOURCE_AXES",
+    "tradeoff_rows",
+    "compare_models",
+    "detail_json",
+]

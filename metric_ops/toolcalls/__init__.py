@@ -298,3 +298,30 @@ class BFCLAstAccuracy(Metric):
             ok, reason = bfcl_verdict(str(category), output, reference or [], sample.metadata.get("tools"))
             results.append({self.name: Score(float(ok), detail={"category": category, "reason": reason})})
         return results
+
+
+__all__ = [
+    "BFCL_TYPES",
+    "bfcl_check_argument",
+    "bfcl_match_call",
+    "bfcl_standardize",
+    "values_equal",
+    "ARG_MODES",
+    "RouteEvaluation",
+    "choose_route",
+    "evaluate_route",
+    "match_call",
+    "max_bipartite_matching",
+    "normalize_tools",
+    "reference_routes",
+    "validate_call",
+    "ParsedCalls",
+    "ToolCall",
+    "parse_tool_calls",
+    "ParseWork",
+    "attempted_call_syntax",
+    "ToolCallMetrics",
+    "BFCL_CATEGORIES",
+    "bfcl_verdict",
+    "BFCLAstAccuracy",
+]

@@ -276,3 +276,19 @@ def render_prompt(adapter: Mapping[str, Any], sample: Sample) -> str:
         return template.format(input=sample.input, context="\n\n".join(sample.context), references="\n".join(sample.references))
     except KeyError as exc:
         raise ValueError(f"prompt template uses unknown placeholder {exc}; known: {{input}}, {{context}}, {{references}}") from None
+
+
+__all__ = [
+    "SPEC_EXAMPLES",
+    "ModelSpecError",
+    "BackendError",
+    "GenerationRequest",
+    "GenerationResult",
+    "ModelBackend",
+    "PrecomputedBackend",
+    "BACKENDS",
+    "PLANNED",
+    "parse_model_spec",
+    "ModelBackends",
+    "render_prompt",
+]

@@ -418,3 +418,30 @@ def content_hash(samples: list[Sample]) -> str:
         digest.update(json.dumps(sample_to_record(sample), sort_keys=True, ensure_ascii=False, default=str).encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+__all__ = [
+    "checked_scale",
+    "rating_value",
+    "text_values",
+    "ENCODING_FIX",
+    "DatasetError",
+    "DatasetWarning",
+    "TableRows",
+    "no_rows_message",
+    "read_text",
+    "PROJECT_ROOT",
+    "DATA_DIR",
+    "DATASETS",
+    "Dataset",
+    "UniEvalDataset",
+    "SFRESDataset",
+    "QAGSDataset",
+    "SelfAwareDataset",
+    "HaluEvalDataset",
+    "SquadV2Dataset",
+    "FileDataset",
+    "make_dataset",
+    "sample_to_record",
+    "content_hash",
+]

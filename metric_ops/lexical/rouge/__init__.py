@@ -346,3 +346,32 @@ class RougeSU(RougeS):
     def candidate_has_units(self, tokens: list[str]) -> bool:
         # 1.5.5 scores a one-token candidate 0 (it has tokens, none counted); see class doc
         return bool(tokens)
+
+
+__all__ = [
+    "VARIANTS",
+    "check_variant",
+    "fmeasure",
+    "rouge_s_pooled",
+    "rouge_s_prf",
+    "rouge_w_155",
+    "rouge_w_prf",
+    "s_units",
+    "skip_bigrams",
+    "wlcs",
+    "SENTENCE_SPLITS",
+    "TOKENIZERS",
+    "UnicodeTokenizer",
+    "check_tokenizer",
+    "make_tokenizer",
+    "no_tokens_reason",
+    "split_sentences",
+    "PRF",
+    "Rouge1",
+    "Rouge2",
+    "RougeL",
+    "RougeLsum",
+    "RougeW",
+    "RougeS",
+    "RougeSU",
+]
