@@ -142,7 +142,7 @@ def test_sql_reads_local_tables_through_the_native_filesystem(tmp_path):
     names Delta percent-encodes, and keep filter pushdown."""
     import pyarrow.fs as pa_fs
 
-    from resources.sql import _dataset
+    from resources.sql.query import _dataset
 
     lake = LakeStore(root=str(tmp_path / "lake"))
     odd = "org/model:v1 +x@y"
