@@ -6,7 +6,7 @@ partition per fingerprint).
 
 Episodes come from ``precomputed:FILE`` (τ-bench results or OpenAI-messages JSONL, read
 by resources/agents/episodes.py) or are run live through a model backend against the task's
-tool environment (resources/agents/runner.py). The ``scores`` asset scores them (one
+tool environment (resources/agents/runner.py, environments.py). The ``scores`` asset scores them (one
 score row per episode, ``sample_id`` = ``<task>#<trial>``) with the oracles of
 metric_ops/agents/oracles.py, so ``facetlake score`` rescores stored episodes without running
 them again. ``episode_summary`` reads those score rows: corpus-level numbers are stored
@@ -80,7 +80,7 @@ def _live_episodes(context, spec, samples, backend, backends, model: str, finger
             env_spec = task.metadata.get("environment")
             if not env_spec:
                 raise dg.Failure(f"task {task.sample_id} names no tool environment: set dataset option environment: module:Class "
-                                 "(a ToolEnvironment, resources/agents/runner.py) to run episodes live")
+                                 "(a ToolEnvironment, resources/agents/environments.py) to run episodes live")
             try:
                 env_cls = load_environment(str(env_spec))
             except EnvironmentLoadError as exc:

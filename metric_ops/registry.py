@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.base import Metric
 
 __all__ = [
-    "BUILTIN_METRICS", "REGISTRY", "MetricParamError", "MetricRegistry", "Registry", "RegistryError",
-    "UnknownMetricError", "UnknownNameError", "check_params", "get_metric", "list_metrics",
+    "BUILTIN_METRICS", "REGISTRY", "MetricParamError", "MetricRegistry", "UnknownMetricError", "check_params", "get_metric",
+    "list_metrics",
 ]
 
 # Every built-in metric: canonical name -> "module:Class", imported on first use.

@@ -7,7 +7,7 @@ import os
 import dagster as dg
 
 import assets as assets_package
-from assets.catalog import INTERNAL_TABLES, SPECS
+from assets.catalog import SPECS
 from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job, scores_job
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
@@ -69,7 +69,7 @@ def build_executor(kind: str | None = None) -> dg.ExecutorDefinition:
     raise ValueError(f"FACETLAKE_EXECUTOR={kind!r} is not an executor; use one of {', '.join(EXECUTORS)}")
 
 
-__all__ = ["ALL_ASSETS", "ALL_CHECKS", "INTERNAL_TABLES", "build_executor", "build_resources", "defs"]
+__all__ = ["ALL_ASSETS", "ALL_CHECKS", "build_executor", "build_resources", "defs"]
 
 defs = dg.Definitions(
     assets=ALL_ASSETS,

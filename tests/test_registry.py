@@ -1,4 +1,4 @@
-"""The one plugin registry (metric_ops.registry.Registry): base-class check, aliases,
+"""The one plugin registry (metric_ops.plugins.Registry): base-class check, aliases,
 "did you mean", built-ins listed lazily; and CONTRIBUTING.md's worked examples."""
 
 from __future__ import annotations
@@ -187,8 +187,8 @@ def test_every_metric_defined_in_metric_ops_is_in_the_builtin_table():
         import importlib, json, pkgutil
         import metric_ops
         from metric_ops.registry import BUILTIN_METRICS, REGISTRY
-        for info in pkgutil.iter_modules(metric_ops.__path__):
-            importlib.import_module("metric_ops." + info.name)
+        for info in pkgutil.walk_packages(metric_ops.__path__, "metric_ops."):  # every module of every family
+            importlib.import_module(info.name)
         defined = {cls.name: f"{cls.__module__}:{cls.__qualname__}" for cls in REGISTRY._objects.values()
                    if cls.__module__.startswith("metric_ops.")}
         print(json.dumps(sorted(set(defined) - set(BUILTIN_METRICS))))

@@ -117,7 +117,7 @@ def full_lake(tmp_path_factory, instance):
     samples = {r["sample_id"]: r for r in lake.read("samples", where={"fingerprint": fp}).iter_rows(named=True)}
     gens = lake.read("generations", where={"fingerprint": fp})
     names = ["faithfulness", "hallucination", "answer_relevance", "context_relevance", "jury"]
-    assert "token_logprobs" in SCHEMAS, "the token_logprobs table contract (issue 7) is missing from resources/lake/tables.py"
+    assert "token_logprobs" in SCHEMAS, "the token_logprobs table contract (issue 7) is missing from resources/lake/schemas.py"
     for model in ("qags-system", "qags-lead-3"):
         rows, tokens = [], []
         for g in gens.filter(pl.col("model") == model).iter_rows(named=True):

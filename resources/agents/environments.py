@@ -121,5 +121,5 @@ def load_environment(spec: str) -> type[ToolEnvironment]:
         raise EnvironmentLoadError(f"cannot import the environment module {module_name!r} ({exc}); is it on PYTHONPATH?") from None
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, ToolEnvironment)):
-        raise EnvironmentLoadError(f"{spec!r} is not a ToolEnvironment subclass (resources/agents/runner.py)")
+        raise EnvironmentLoadError(f"{spec!r} is not a ToolEnvironment subclass (resources/agents/environments.py)")
     return cls

@@ -266,7 +266,7 @@ class EpisodesDataset(Dataset):
     Options: ``format`` (``auto``, ``tau_bench``, ``openai_jsonl``); ``write_tools`` (tool
     names that change the environment's state, overriding the file's; τ-bench files get
     τ-bench's airline and retail write tools); for live runs ``environment`` (a
-    ``module:Class`` tool environment, resources/agents/runner.py), ``max_turns`` (agent
+    ``module:Class`` tool environment, resources/agents/environments.py), ``max_turns`` (agent
     turns before an episode is cut), ``user`` (``scripted``, the default, or ``model``) and
     ``user_model`` (the model spec that plays the user when ``user: model``). Every option
     is copied into each sample's metadata, so it is part of the content hash.
@@ -317,7 +317,7 @@ def episode_id(task_id: str, trial: int) -> str:
 
 def episode_row(record: EpisodeRecord, *, model: str, fingerprint: str, dataset: str, run_id: str, created_at: Any,
                 backend: str, status: str = "ok", error: str | None = None) -> dict[str, Any]:
-    """The ``episodes`` table row of one episode (see resources/lake/tables.py SCHEMAS)."""
+    """The ``episodes`` table row of one episode (see resources/lake/schemas.py SCHEMAS)."""
     messages = record.messages or []
     calls, _ = episode_calls(messages)
     return {

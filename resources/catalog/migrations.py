@@ -1,6 +1,6 @@
 """Explicit schema migrations of the lake (``facetlake migrate``).
 
-Table schemas are contracts (resources/lake/tables.py); a change is a migration, never a silent
+Table schemas are contracts (resources/lake/schemas.py); a change is a migration, never a silent
 merge. Two migrations exist:
 
 ``ledger-calls`` (issue 16) adds ``call_id``, ``status`` and ``completed_at`` to the

@@ -52,7 +52,7 @@ def _fix(kind: str, value: Any) -> str:
         return "convert it where the row is built (float(...) / int(...)) after checking it; a string is never read as a number"
     if isinstance(value, Mapping) or (isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value)):
         return "pick the text field out of the object (e.g. map the column to its 'text' key) before writing"
-    return "give the column the type of the table's schema contract (resources/lake/tables.py SCHEMAS)"
+    return "give the column the type of the table's schema contract (resources/lake/schemas.py SCHEMAS)"
 
 
 def _cell_ok(kind: str, value: Any) -> bool:

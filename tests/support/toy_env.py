@@ -1,5 +1,5 @@
 """A toy tool environment for live-episode tests: a shop with two orders, one read tool and
-one write tool (resources/agents/runner.py's ToolEnvironment)."""
+one write tool (resources/agents/environments.py's ToolEnvironment)."""
 
 from __future__ import annotations
 
