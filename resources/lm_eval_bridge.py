@@ -410,10 +410,13 @@ def validate_section(value: Any, where: str = "lm_eval") -> dict[str, Any]:
         raise ValueError(f"{where}.limit: expected a number of docs (> 0) or a fraction below 1, got {limit!r}")
     if value.get("api_mode") not in (None, "completions", "chat"):
         raise ValueError(f"{where}.api_mode: completions or chat, got {value['api_mode']!r}")
-    for key in value.get("model_args") and str(value["model_args"]).split(",") or []:
-        name = key.split("=", 1)[0].strip()
-        if re.search(r"(^|_)(api_key|key|token|secret|password)$", name):
-            raise ValueError(f"{where}.model_args: {name} looks like a secret; name its environment variable with api_key_env")
+    args = value.get("model_args")
+    if isinstance(args, str):  # lm-eval's KEY=VALUE,KEY=VALUE form
+        args = dict((p.split("=", 1) + [""])[:2] for p in args.split(",") if p.strip())
+    from metric_ops.secrets import refuse_secrets
+
+    refuse_secrets(args or {}, where, path="model_args", error=ValueError,
+                   fix=lambda _: "put the key in an environment variable and name it with lm_eval.api_key_env: VAR")
     return dict(value)
 
 
