@@ -134,11 +134,15 @@ class EvaluationSpec:
     lm_eval: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
-        """Validate and build a spec; raises :class:`SpecError` naming the problem."""
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec", check_secrets: bool = True) -> "EvaluationSpec":
+        """Validate and build a spec; raises :class:`SpecError` naming the problem, also for
+        anything that looks like a secret (:func:`refuse_spec_secrets`). ``check_secrets=False``
+        only for reading a spec back from the lake (a lake written before the check may hold
+        one; the catalog refuses to write it again)."""
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
-        refuse_spec_secrets(data, where)  # before anything else: no message, table or history may hold a key
+        if check_secrets:  # before anything else: no message, table or history may hold a key
+            refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
                  "privacy", "profile", "schedule", "lm_eval"}
         unknown = set(data) - known
