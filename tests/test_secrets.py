@@ -248,3 +248,32 @@ def test_cli_refusals_leave_no_trace_in_the_lake_its_history_or_dagster(tmp_path
 
 def test_refuse_secrets_is_a_no_op_on_clean_input():
     assert refuse_secrets(LEGITIMATE, "spec") is None
+
+
+def test_a_key_stored_before_the_check_is_read_back_but_never_exported(lake_copy, tmp_path):
+    """A lake written before issue 26 may hold a key in ``evaluations.spec``: reading the
+    evaluation keeps working, writing it again and exporting evidence are refused (the
+    export folder is not even created) until it is re-registered from a clean spec."""
+    import polars as pl
+
+    from resources.catalog import evaluation_spec
+    from resources.catalog_writes import register_evaluation
+    from resources.evaluation import resolve
+    from resources.evidence import EvidenceError, export_evidence
+
+    lake, resolved = lake_copy
+    rows = lake.read("evaluations")
+    leaked = [json.dumps({**json.loads(s), "runtime": {"apikey": PLAIN}}) for s in rows["spec"]]
+    lake.replace("evaluations", rows.with_columns(pl.Series("spec", leaked)), {"name": resolved.spec.name})
+    spec = evaluation_spec(lake, resolved.fingerprint)
+    assert spec.runtime == {"apikey": PLAIN}
+    with pytest.raises(SpecError, match="runtime.apikey looks like a secret"):
+        register_evaluation(lake, resolve(spec))
+    out = tmp_path / "evidence"
+    with pytest.raises(EvidenceError) as caught:
+        export_evidence(lake, resolved.fingerprint, out)
+    _one_line_refusal(str(caught.value), "runtime.apikey", PLAIN)
+    assert "facetlake register" in str(caught.value) and not out.exists()
+    register_evaluation(lake, resolve(resolved.spec))  # the clean spec replaces the current row
+    export_evidence(lake, resolved.fingerprint, out)
+    _no_trace(out, [PLAIN])
