@@ -95,7 +95,7 @@ def test_a_key_used_as_a_mapping_key_is_not_echoed_either():
 
 LEGITIMATE = {
     "runtime": {"api_key_env": "OPENAI_API_KEY", "concurrency": 4, "max_tokens": 128, "tokens_in": 10, "tokenizer": "gpt2",
-                "eos_token": "</s>", "pad_token": "<pad>", "key_variable": "GROQ_API_KEY", "password_env": "DB_PASSWORD",
+                "eos_token": "</s>", "pad_token": "<pad>", "none_token": "NONE", "sort_key": "id", "key_variable": "GROQ_API_KEY", "password_env": "DB_PASSWORD",
                 "token_limit": 4096, "cache_key": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                 "api_key": "", "token": None, "auth": {"type": "bearer", "token_env": "MY_TOKEN"}, "api_mode": "chat"},
     "models": {"a": "api:gpt-4o-mini@https://api.openai.com/v1", "b": "precomputed:/data/sk-learn-benchmarks-2024.jsonl",
@@ -111,12 +111,13 @@ def test_legitimate_values_are_not_secrets():
     assert find_secrets(LEGITIMATE) == []
 
 
-def test_every_shipped_spec_and_profile_still_loads():
+def test_every_shipped_spec_still_registers_and_every_profile_loads(tmp_path, dagster_home):
     specs = sorted(glob.glob(str(PROJECT_ROOT / "pipelines/configs/*.yaml")) + glob.glob(str(PROJECT_ROOT / "examples/**/*.yaml"), recursive=True))
     assert len(specs) >= 6
     for path in specs:
-        spec = EvaluationSpec.from_yaml(path)
-        assert find_secrets(spec.to_mapping()) == [], path
+        assert find_secrets(EvaluationSpec.from_yaml(path).to_mapping()) == [], path
+        result = runner.invoke(app, ["register", path, "--lake", str(tmp_path / "lake")])
+        assert result.exit_code == 0 and "registered" in result.output, (path, result.output)
     from resources.profiles import list_profiles
 
     assert {"technical_expert", "domain_expert", "compliance_officer"} <= set(list_profiles())
