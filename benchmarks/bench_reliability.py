@@ -6,7 +6,10 @@ Prints a table of the cost per call / per commit on a local lake:
   crash) against durable intents (one group commit before each call is sent, completions
   merged per 32), called from 1 thread and from 8 threads (a concurrent API backend);
 - appends: a plain Delta append against the keyed MERGE every append now is;
-- the generation lease: take + release.
+- the generation lease: take + release;
+- the secret check every stored spec passes (issue 26): the detector over a shipped spec,
+  and a spec refused for a key under an innocuous name (its cost is paid once per
+  registration, beside a Delta commit).
 
     python benchmarks/bench_reliability.py [--calls 64]
 """
@@ -88,6 +91,21 @@ def leases(lake: LakeStore, calls: int) -> int:
     return calls
 
 
+def secret_scans(calls: int, refused: bool) -> int:
+    """Run the secret detector over every shipped spec (or one holding a key) ``calls`` times."""
+    import yaml
+
+    from metric_ops.secrets import find_secrets
+
+    specs = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "pipelines" / "configs").glob("*.yaml"))]
+    if refused:
+        specs = [{**specs[0], "runtime": {"note": "sk-proj-" + "Q7x" * 16, "extra_headers": {"Authorization": "Bearer abc123" * 4}}}]
+    for i in range(calls):
+        findings = find_secrets(specs[i % len(specs)])
+        assert bool(findings) == refused, findings
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=64)
@@ -100,6 +118,8 @@ def main() -> None:
         ("append: plain Delta append", "append", lambda lake: appends(lake, n // 4, False), n // 4),
         ("append: keyed MERGE (idempotent)", "append", lambda lake: appends(lake, n // 4, True), n // 4),
         ("lease: take + release", "lease", lambda lake: leases(lake, n // 8), n // 8),
+        ("secret check: a shipped spec (passes)", "spec", lambda lake: secret_scans(n * 16, False), n * 16),
+        ("secret check: a spec holding a key (refused)", "spec", lambda lake: secret_scans(n * 16, True), n * 16),
     ]
     print(f"{'case':52} {'unit':>7} {'units':>6} {'commits':>8} {'total s':>8} {'ms/unit':>8}")
     for label, unit, fn, units in cases:
@@ -111,7 +131,7 @@ def main() -> None:
             wall = time.perf_counter() - t0
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        print(f"{label:52} {unit:>7} {units:>6} {commits:>8} {wall:>8.2f} {1000 * wall / units:>8.1f}")
+        print(f"{label:52} {unit:>7} {units:>6} {commits:>8} {wall:>8.2f} {1000 * wall / units:>8.3f}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ street addresses in English, German, French, Spanish and Italian forms, postcode
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 TEXTS = [
     "Patient {PERSON|Maria Schmidt} was admitted to {ORGANIZATION|Klinikum Nordstadt} in {LOCATION|Hanover} on 3 March. {PERSON|Schmidt} reported chest pain.",
@@ -162,3 +163,19 @@ HOLDOUT_TEXTS = [
 def holdout_labelled() -> list[tuple[str, list[tuple[str, int, int]]]]:
     """Every text of :data:`HOLDOUT_TEXTS` parsed."""
     return [parse(t) for t in HOLDOUT_TEXTS]
+
+
+# ---------------------------------------------------------------------------------------
+# The planted corpus of issue 26 (fault 3): tests/data/pii_planted/{dev,dev2,heldout}.txt,
+# one marked-up text per line (README.md there says how it was made). ``dev`` and ``dev2``
+# were used to tune the ner strategy; ``heldout`` was written before the last tuning round
+# and not tuned on.
+PLANTED_DIR = Path(__file__).resolve().parents[1] / "tests" / "data" / "pii_planted"
+
+
+def planted_labelled(part: str) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """The ``dev``, ``dev2`` or ``heldout`` part of the planted corpus, parsed (``#`` lines skipped)."""
+    if part not in ("dev", "dev2", "heldout"):
+        raise ValueError(f"planted corpus part {part!r}: use dev, dev2 or heldout")
+    lines = (PLANTED_DIR / f"{part}.txt").read_text(encoding="utf-8").splitlines()
+    return [parse(line) for line in lines if line.strip() and not line.startswith("#")]

@@ -14,7 +14,7 @@ import pytest
 from resources.privacy.anonymise import (
     PACKAGED_NER_META, AnonymisationError, NERRecogniser, build_anonymiser, load_ner_pipeline,
 )
-from resources.privacy.anonymise.ner import _check_packaged_meta
+from resources.privacy.anonymise.loaders import _check_packaged_meta
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 

@@ -71,10 +71,15 @@ def install_judge_resolver(resolver: Callable[[str], Judge] | None) -> None:
 
 def resolve_judge(judge: str | Judge) -> Judge:
     """A :class:`Judge` from a spec string (through the installed resolver) or a judge
-    object (returned as is). Raises :class:`JudgeSpecError` when neither works."""
+    object (returned as is). Raises :class:`JudgeSpecError` when neither works, and when the
+    spec string holds something that looks like a secret (:mod:`metric_ops.secrets`; the judge
+    identity is stored in every judged score's signature and in ``judge_cache``)."""
     if isinstance(judge, str):
         if not judge.strip():
             raise JudgeSpecError("empty judge spec; name one, e.g. judge: 'api:gpt-4o-mini@https://api.openai.com/v1'")
+        from metric_ops.secrets import JUDGE_FIX, refuse_secrets
+
+        refuse_secrets(judge, "judge spec", fix=JUDGE_FIX, error=JudgeSpecError)
         if _resolver is None:
             raise JudgeSpecError(
                 f"cannot build judge {judge!r}: no judge client is installed (import resources.scoring.judges, "

@@ -226,10 +226,12 @@ def profiles() -> None:
 @app.command()
 def anonymise(
     text: str = typer.Argument(..., help="Text to anonymise (nothing is sent anywhere unless the strategy is model)."),
-    strategy: str = typer.Option("rule_based", "--strategy", help="ner (a trained NER model, recommended), rule_based, presidio, model or a comma list."),
+    strategy: str = typer.Option("auto", "--strategy", help="auto (the strongest installed: ner, else presidio with a trained "
+                                 "spaCy pipeline, else rule_based), ner, rule_based, presidio, model, off, or a comma list."),
 ) -> None:
-    """Show what the outbound path would send for TEXT under a strategy, with entity counts."""
-    from resources.privacy.anonymise import AnonymisationError
+    """Show what the outbound path would send for TEXT under a strategy, with entity counts
+    and the strategy that ran (on stderr, so stdout is only the anonymised text)."""
+    from resources.privacy.anonymise import AnonymisationError, strongest_strategy
     from resources.privacy.outbound import model_anonymiser_call
     from resources.privacy.policy import PrivacyConfigError, resolve_policy
 
@@ -238,8 +240,13 @@ def anonymise(
         result = policy.anonymiser(model_call=model_anonymiser_call).anonymise(text) if policy.active else None
     except (PrivacyConfigError, AnonymisationError, ValueError) as exc:
         fail(str(exc))
+    why = ""
+    if "auto" in [s.strip() for s in strategy.split(",")]:
+        why = f" (auto: {strongest_strategy()[1]})"
     if result is None:
-        console.print(text)
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        err.print(f"strategy: {policy.label}{why}", markup=False, highlight=False, soft_wrap=True)
         return
-    console.print(result.text, markup=False, highlight=False)
-    console.print(f"[dim]{policy.label}: " + ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())) + "[/]")
+    console.print(result.text, markup=False, highlight=False, soft_wrap=True)  # never wrapped: it is the text to send
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(result.counts.items())) or "nothing found"
+    err.print(f"strategy: {policy.label}{why}; {counts}", markup=False, highlight=False, soft_wrap=True)

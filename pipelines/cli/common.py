@@ -38,6 +38,27 @@ def EvaluationOption(required: bool = False, help: str = EVALUATION_HELP):  # no
     return typer.Option(... if required else None, "--evaluation", "-e", "--fingerprint", help=help, show_default=False)
 
 
+def no_secret(fix: str | None = None):
+    """A typer ``callback`` for an option whose value is stored (``--judge``, ``--param``,
+    ``--model-args``): a value that looks like a secret (:mod:`metric_ops.secrets`, by shape,
+    and by name for ``KEY=VALUE`` items) exits with one line naming the flag and how to pass
+    the key instead, before anything runs; the value itself is never printed."""
+
+    def check(param: typer.CallbackParam, value):  # noqa: ANN001, ANN202 - typer passes the parsed value
+        from metric_ops.secrets import JUDGE_FIX, find_secrets, secret_message
+
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for item in (i for i in items if isinstance(i, str)):
+            pairs = dict((p.split("=", 1)[0].strip(), p.split("=", 1)[1]) for p in item.split(",") if "=" in p)
+            findings = find_secrets(item) or find_secrets(pairs)
+            if findings:
+                flag = param.opts[0] if param.opts else str(param.name)
+                fail(secret_message(findings, flag, fix or JUDGE_FIX))
+        return value
+
+    return check
+
+
 class OutputFormat(str, Enum):
     """How a result frame is printed: a rich table, CSV or JSON."""
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import typer
 
-from pipelines.cli.common import EvaluationOption, LakeOption, OutputFormat, console, fail, open_lake, print_frame
+from pipelines.cli.common import EvaluationOption, LakeOption, OutputFormat, console, fail, no_secret, open_lake, print_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -33,7 +33,7 @@ def _verdicts_from_rows(rows: list[dict[str, Any]]) -> list[Any]:
 
 @app.command()
 def pairwise(
-    judge: str = typer.Option(..., "--judge", help="Judge model spec, e.g. api:gpt-4o-mini@https://api.openai.com/v1 or hf:/models/judge."),
+    judge: str = typer.Option(..., "--judge", callback=no_secret(), help="Judge model spec, e.g. api:gpt-4o-mini@https://api.openai.com/v1 or hf:/models/judge."),
     topology: str = typer.Option("round_robin", help="round_robin (every pair) or tournament (single elimination, seeded by --model order)."),
     model: list[str] = typer.Option([], "--model", "-m", help="Models to compare (repeatable; default: every model with generations)."),
     fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint)."),
@@ -86,8 +86,8 @@ def stability(
     fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint)."),
     model: Optional[str] = typer.Option(None, help="Only this model partition."),
     limit: Optional[int] = typer.Option(None, help="Only the first N samples of each partition."),
-    param: list[str] = typer.Option([], "--param", "-p", help="Metric parameter KEY=VALUE or METRIC.KEY=VALUE (e.g. temperature=0.7)."),
-    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model spec (same as --param judge=SPEC)."),
+    param: list[str] = typer.Option([], "--param", "-p", callback=no_secret(), help="Metric parameter KEY=VALUE or METRIC.KEY=VALUE (e.g. temperature=0.7)."),
+    judge: Optional[str] = typer.Option(None, "--judge", callback=no_secret(), help="Judge model spec (same as --param judge=SPEC)."),
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
     lake: Optional[str] = LakeOption,
 ) -> None:
@@ -160,11 +160,11 @@ def stability(
 
 @meta_app.command("halueval")
 def halueval(
-    judge: str = typer.Option(..., "--judge", help="Judge model spec, e.g. api:gpt-4o@https://api.openai.com/v1."),
+    judge: str = typer.Option(..., "--judge", callback=no_secret(), help="Judge model spec, e.g. api:gpt-4o@https://api.openai.com/v1."),
     limit: int = typer.Option(100, help="Score the first N HaluEval general rows (4,507 in all)."),
     path: Optional[str] = typer.Option(None, help="HaluEval general JSONL file (default: the shipped copy)."),
     show_errors: int = typer.Option(3, help="Print the raw replies of this many error rows."),
-    param: list[str] = typer.Option([], "--param", "-p", help="Extra faithfulness parameter KEY=VALUE (e.g. max_attempts=3)."),
+    param: list[str] = typer.Option([], "--param", "-p", callback=no_secret(), help="Extra faithfulness parameter KEY=VALUE (e.g. max_attempts=3)."),
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
 ) -> None:
     """AUROC of the judge's hallucination score against HaluEval's human labels.

@@ -12,7 +12,9 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli.common import LakeOption, console, fail, open_lake, print_frame
+from pipelines.cli.common import LakeOption, console, fail, no_secret, open_lake, print_frame
+
+_KEY_FIX = "put the key in an environment variable and name it with --api-key-env VAR"
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -58,7 +60,7 @@ def _errors():
 @app.command("lm-eval")
 def lm_eval(
     tasks: str = typer.Argument(..., help="lm-eval task name(s), comma separated, e.g. facetlake_selfaware_qa,facetlake_bfcl_function_choice or arc_easy,gsm8k,hellaswag."),
-    model: str = typer.Option(..., "--model", help="hf:PATH, vllm:NAME or api:MODEL@BASE_URL (lm-eval's hf, vllm, local-completions / local-chat-completions)."),
+    model: str = typer.Option(..., "--model", callback=no_secret(_KEY_FIX), help="hf:PATH, vllm:NAME or api:MODEL@BASE_URL (lm-eval's hf, vllm, local-completions / local-chat-completions)."),
     limit: Optional[float] = typer.Option(None, "--limit", help="Docs per task (a fraction below 1 as lm-eval reads it)."),
     num_fewshot: Optional[int] = typer.Option(None, "--num-fewshot", help="Few-shot examples (default: each task's own)."),
     name: Optional[str] = typer.Option(None, "--name", help="Evaluation name (NAME-TASK with several tasks). Default lm-eval-TASK."),
@@ -66,10 +68,10 @@ def lm_eval(
     metric: list[str] = typer.Option([], "--metric", "-m", help="Also score with this facetlake metric (repeatable), e.g. bleu for generate-until tasks."),
     batch_size: str = typer.Option("1", "--batch-size", help="lm-eval batch size (a number or auto)."),
     device: Optional[str] = typer.Option(None, "--device", help="Device for hf (cpu, cuda:0, ...)."),
-    model_args: Optional[str] = typer.Option(None, "--model-args", help="Extra lm-eval model arguments KEY=VALUE,... (e.g. dtype=float32)."),
-    gen_kwargs: Optional[str] = typer.Option(None, "--gen-kwargs", help="Generation settings for generate-until tasks, KEY=VALUE,..."),
+    model_args: Optional[str] = typer.Option(None, "--model-args", callback=no_secret(_KEY_FIX), help="Extra lm-eval model arguments KEY=VALUE,... (e.g. dtype=float32)."),
+    gen_kwargs: Optional[str] = typer.Option(None, "--gen-kwargs", callback=no_secret(_KEY_FIX), help="Generation settings for generate-until tasks, KEY=VALUE,..."),
     apply_chat_template: bool = typer.Option(False, "--apply-chat-template", help="Render prompts with the model's chat template."),
-    system_instruction: Optional[str] = typer.Option(None, "--system-instruction", help="System instruction prepended to each prompt."),
+    system_instruction: Optional[str] = typer.Option(None, "--system-instruction", callback=no_secret(_KEY_FIX), help="System instruction prepended to each prompt."),
     include_path: list[Path] = typer.Option([], "--include-path", help="Folder of extra task YAML (repeatable); facetlake's own tasks are always included."),
     output_path: Optional[Path] = typer.Option(None, "--output-path", help="Where lm-eval's output is kept (default: LAKE/_lm_eval_outputs)."),
     api_mode: str = typer.Option("completions", "--api-mode", help="For api: models: completions (log-likelihood and generation) or chat (generation only)."),

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from pipelines.cli.common import (
-    CONFIG_DIR, DEMO_CONFIGS, EvaluationOption, LakeOption, console, fail, open_lake, print_frame, report_refreshed,
+    CONFIG_DIR, DEMO_CONFIGS, EvaluationOption, LakeOption, console, fail, no_secret, open_lake, print_frame, report_refreshed,
 )
 
 app = typer.Typer(rich_markup_mode="markdown")
@@ -177,8 +177,8 @@ def score(
     metric: list[str] = typer.Option(..., "--metric", "-m", help="Metric name (repeatable). See `facetlake metrics`."),
     fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint); default: every active evaluation."),
     force: bool = typer.Option(False, help="Recompute even where rows with the same signature exist."),
-    param: list[str] = typer.Option([], "--param", "-p", help="Metric parameter KEY=VALUE (all selected metrics) or METRIC.KEY=VALUE; enters the signature."),
-    judge: Optional[str] = typer.Option(None, "--judge", help="Judge model spec for judged metrics, e.g. api:gpt-4o-mini@https://api.openai.com/v1 (same as --param judge=SPEC)."),
+    param: list[str] = typer.Option([], "--param", "-p", callback=no_secret(), help="Metric parameter KEY=VALUE (all selected metrics) or METRIC.KEY=VALUE; enters the signature."),
+    judge: Optional[str] = typer.Option(None, "--judge", callback=no_secret(), help="Judge model spec for judged metrics, e.g. api:gpt-4o-mini@https://api.openai.com/v1 (same as --param judge=SPEC)."),
     submit: bool = typer.Option(False, "--submit", help="Queue the scoring runs on the Dagster instance (a daemon starts them; pools and retries apply) and wait."),
     lake: Optional[str] = LakeOption,
 ) -> None:

@@ -68,11 +68,15 @@ def profile_dirs() -> list[Path]:
 
 
 def parse_profile(data: Any, source: str) -> Profile:
-    """Validate profile data; raises :class:`ProfileError` naming ``source`` and the key."""
+    """Validate profile data; raises :class:`ProfileError` naming ``source`` and the key (also
+    for anything that looks like a secret: a profile is recorded with the evaluations it shapes)."""
     from metric_ops.base import DIMENSIONS
+    from metric_ops.secrets import refuse_secrets
 
     if not isinstance(data, Mapping):
         raise ProfileError(f"{source}: a profile is a mapping with name, dimensions, metrics, output")
+    refuse_secrets(data, source, error=ProfileError,
+                   fix=lambda _: "a profile names metrics and an output form only; keys come from environment variables")
     for key in ("name", "dimensions", "metrics"):
         if key not in data:
             raise ProfileError(f"{source}: missing key {key!r}")

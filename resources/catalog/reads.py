@@ -249,7 +249,7 @@ def _read_evaluation_spec(lake: LakeStore, ref: str) -> EvaluationSpec:
         if data.get("baseline") and data["baseline"] not in data["models"]:
             data.pop("baseline")
     data.pop("profile", None)  # its metrics are already in the stored list
-    return EvaluationSpec.from_mapping(data, where=f"evaluation {row['name']}")
+    return EvaluationSpec.from_mapping(data, where=f"evaluation {row['name']}", check_secrets=False)  # a read, not a write
 
 
 def model_spec(lake: LakeStore, model: str, fingerprint: str) -> str:

@@ -134,10 +134,15 @@ class EvaluationSpec:
     lm_eval: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec") -> "EvaluationSpec":
-        """Validate and build a spec; raises :class:`SpecError` naming the problem."""
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec", check_secrets: bool = True) -> "EvaluationSpec":
+        """Validate and build a spec; raises :class:`SpecError` naming the problem, also for
+        anything that looks like a secret (:func:`refuse_spec_secrets`). ``check_secrets=False``
+        only for reading a spec back from the lake (a lake written before the check may hold
+        one; the catalog refuses to write it again)."""
         if not isinstance(data, Mapping):
             raise SpecError(f"{where}: expected a mapping with name, dataset, models, metrics")
+        if check_secrets:  # before anything else: no message, table or history may hold a key
+            refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
                  "privacy", "profile", "schedule", "lm_eval"}
         unknown = set(data) - known
@@ -301,19 +306,38 @@ def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str 
     return str(value)
 
 
+def secret_fix(path: str) -> str:
+    """How to pass a key instead, for a secret found at ``path`` of a spec (or ``--param``)."""
+    if path.startswith(("metric_params", "judge")) or ".judge" in path or path.startswith("--"):
+        from metric_ops.secrets import JUDGE_FIX
+
+        return JUDGE_FIX
+    if path.startswith("privacy"):
+        return "put the key in an environment variable and name it in the spec: privacy.model.api_key_env: NER_KEY"
+    if path.startswith("lm_eval"):
+        return "put the key in an environment variable and name it in the spec: lm_eval.api_key_env: MY_PROVIDER_KEY (or --api-key-env)"
+    return ("put the key in an environment variable and name it in the spec: runtime.api_key_env: MY_PROVIDER_KEY "
+            "(the API backend sends it as the Authorization: Bearer header)")
+
+
+def refuse_spec_secrets(data: Any, where: str) -> None:
+    """Raise :class:`SpecError` when anything in spec ``data`` looks like a secret
+    (:mod:`metric_ops.secrets`: by name and by shape, at any depth); the message names the
+    path and the environment variable field to use, never the value. Called before anything
+    is stored, so neither a table nor its Delta history ever holds the key."""
+    from metric_ops.secrets import refuse_secrets
+
+    refuse_secrets(data, where, fix=secret_fix, error=SpecError)
+
+
 def _checked_runtime(value: Any, where: str) -> dict[str, Any]:
-    """The ``runtime`` mapping; refuses anything that looks like a secret (keys come from
-    the environment: name the variable with ``api_key_env``)."""
+    """The ``runtime`` mapping (secrets are refused for the whole spec by
+    :func:`refuse_spec_secrets`; keys come from the environment: name the variable with
+    ``api_key_env``)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise SpecError(f"{where}: runtime must be a mapping, e.g. {{batch_size: 8, concurrency: 4}}")
-    for key in value:
-        if re.search(r"(^|_)(api_key|key|token|secret|password)$", str(key)) and str(key) != "api_key_env":
-            raise SpecError(
-                f"{where}: runtime.{key} looks like a secret; never put a key in a spec. Set it in the "
-                "environment and name the variable with runtime.api_key_env (e.g. api_key_env: GROQ_API_KEY)"
-            )
     return dict(value)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import polars as pl
 
-from resources.catalog.spec import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json
+from resources.catalog.spec import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json, refuse_spec_secrets
 from resources.lake.resource import LakeStore
 from resources.catalog.reads import (
     CatalogCollisionError,
@@ -74,6 +74,8 @@ def register_evaluation(lake: LakeStore, resolved: ResolvedEvaluation, *, take_o
     content hash (``dataset.sha256``) that the data no longer has."""
     spec = resolved.spec
     name, fp = spec.name, resolved.fingerprint
+    # the spec may have changed since it was parsed (--anonymise, --profile, lm-eval run records): check what is stored
+    refuse_spec_secrets(spec.to_mapping(), f"evaluation {name}")
     if not EVALUATION_NAME.match(name):
         raise SpecError(f"evaluation name {name!r} must match [a-z0-9][a-z0-9._-]* (it names partitions)")
     pinned = spec.dataset.get("sha256")
@@ -221,7 +223,9 @@ def _release_fingerprint(lake: LakeStore, name: str, fingerprint: str) -> None:
 def register_model(lake: LakeStore, evaluation: str, model: str, spec: str, source: str = "inbox") -> tuple[str, int, bool]:
     """Add (or re-point) ``model`` in ``evaluation`` (its current fingerprint), e.g. from an
     inbox file. Returns (pair partition key, version, whether the source changed or the
-    model is new). Re-pointing records a new version; other evaluations are untouched."""
+    model is new). Re-pointing records a new version; other evaluations are untouched.
+    Raises :class:`SpecError` when ``spec`` looks like it holds a secret."""
+    refuse_spec_secrets({"models": {model: spec}}, f"evaluation {evaluation}")
     row = find_evaluation(lake, evaluation)
     if row is None:
         raise CatalogError(f"evaluation {evaluation!r} is not registered (or is archived); evaluations: {_listing(_evaluations(lake))}")
@@ -248,7 +252,9 @@ def register_model(lake: LakeStore, evaluation: str, model: str, spec: str, sour
 def add_metrics(lake: LakeStore, evaluation: str, metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Make ``metrics`` (name -> parameters) part of ``evaluation`` so re-runs keep them
     (``facetlake score``). A metric already added is replaced by the new parameters.
-    Returns the names newly added or changed."""
+    Returns the names newly added or changed. Raises :class:`SpecError` when a parameter
+    looks like a secret (nothing is written)."""
+    refuse_spec_secrets({"metric_params": {str(k): dict(v) for k, v in metrics.items()}}, f"evaluation {evaluation}")
     frame = _read(lake, "evaluation_metrics")
     mine = frame.filter(pl.col("evaluation") == evaluation).to_dicts() if frame.height else []
     by_name = {r["metric"]: r for r in mine}

@@ -102,6 +102,21 @@ def _parse(detail: str | None) -> Any:
         return {"unparsed": detail}
 
 
+def _refuse_stored_secrets(lake: Any, name: str, spec: Any) -> None:
+    """Refuse to export a spec (or model spec) that looks like it holds a key: a lake written
+    before facetlake refused secrets (issue 26) may hold one, and an export is shared."""
+    from metric_ops.secrets import find_secrets, secret_message
+    from resources.catalog import current_models
+
+    models = {m: r["spec"] for m, r in current_models(lake, name).items()}
+    findings = find_secrets(spec) + find_secrets({"models": models})
+    if findings:
+        raise EvidenceError(secret_message(
+            findings, f"evaluation {name} (stored before facetlake refused keys)",
+            "re-register the evaluation from a spec without it, the key in an environment variable named by "
+            "runtime.api_key_env (`facetlake register SPEC.yaml`), then export again; rotate the key"))
+
+
 def export_evidence(
     lake: Any, fingerprint: str, out: str | Path, fmt: str = "json", include_samples: bool = False, signing_key: Any | None = None,
 ) -> dict[str, Any]:
@@ -112,8 +127,9 @@ def export_evidence(
     signature over the manifest's bytes. The manifest's SHA-256 is appended to the lake's
     ``evidence_exports`` table (the anchor). Returns the manifest with
     ``manifest_sha256`` added. Raises :class:`EvidenceError` when ``out`` exists and is
-    not empty, or nothing is scored, and :class:`resources.catalog.CatalogError` for an
-    unknown fingerprint.
+    not empty, nothing is scored, or the stored spec holds something that looks like a key
+    (nothing is written), and :class:`resources.catalog.CatalogError` for an unknown
+    fingerprint.
     """
     from resources.lake.sample_codec import package_versions
 
@@ -125,9 +141,10 @@ def export_evidence(
     ev = evaluation_row(lake, fingerprint)
     if not lake.exists("scores") or lake.read("scores", where={"fingerprint": ev["fingerprint"]}, columns=["metric"]).height == 0:
         raise EvidenceError(f"no scores stored for fingerprint {ev['fingerprint'][:12]}; run the evaluation before exporting")
-    out.mkdir(parents=True, exist_ok=True)
     fp = ev["fingerprint"]
     spec = json.loads(ev["spec"])
+    _refuse_stored_secrets(lake, ev["name"], spec)
+    out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
 
     evaluation = {"fingerprint": fp, "name": ev["name"], "dataset": ev["dataset"], "dataset_content_sha256": ev["dataset_hash"],

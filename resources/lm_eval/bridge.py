@@ -105,8 +105,8 @@ def run_record(run: TaskRun, model_spec: str | None = None) -> dict[str, Any]:
         "results_file": str(run.results_file),
         "samples_file": str(run.samples_file),
         "lm_eval_version": run.lm_eval_version,
-        "model_source": run.results.get("model_source") or config.get("model"),
-        "model_name": run.results.get("model_name"),
+        "model_source": _redact_text(run.results.get("model_source") or config.get("model")),
+        "model_name": _redact_text(run.results.get("model_name")),
         "model_args": _redact_args(config.get("model_args")),
         "model_revision": config.get("model_revision"),
         "model_sha": config.get("model_sha"),
@@ -119,15 +119,47 @@ def run_record(run: TaskRun, model_spec: str | None = None) -> dict[str, Any]:
     }
 
 
+_SECRET_NAME = re.compile(r"(key|token|secret|password)", re.I)  # what imports redacted before the shared detector
+REDACTED_ARG = "<redacted>"
+
+
+def _is_secret(name: str | None, value: Any) -> bool:
+    """Whether ``value`` (under argument ``name``) looks like a secret: the name rule imports
+    always applied (so identities of earlier imports stay the same), or
+    :func:`metric_ops.secrets.find_secrets` (by name and by shape: ``sk-...``, a bearer
+    token, ``https://user:KEY@host``, ``?api_key=...``)."""
+    from metric_ops.secrets import find_secrets
+
+    if name is not None and _SECRET_NAME.search(name):
+        return True
+    return bool(find_secrets({name: value} if name is not None else value, limit=1))
+
+
 def _redact_args(args: Any) -> Any:
-    """Model arguments without anything that looks like a secret."""
-    secret = re.compile(r"(key|token|secret|password)", re.I)
+    """lm-eval's logged model arguments (a mapping, or ``KEY=VALUE,...`` text) with every value
+    that looks like a secret replaced by ``<redacted>`` (:func:`_is_secret`); a mapping key
+    that looks like one is replaced too. An output folder is lm-eval's record, not the user's
+    spec: importing it keeps what is safe rather than refusing the whole import for a key the
+    user can only remove by editing lm-eval's files."""
     if isinstance(args, Mapping):
-        return {k: ("<redacted>" if secret.search(str(k)) else v) for k, v in args.items()}
+        return {(REDACTED_ARG if _is_secret(None, str(k)) else k): (REDACTED_ARG if _is_secret(str(k), v) else v)
+                for k, v in args.items()}
     if isinstance(args, str):
-        return ",".join(("{}=<redacted>".format(p.split("=", 1)[0]) if "=" in p and secret.search(p.split("=", 1)[0]) else p)
-                        for p in args.split(","))
-    return args
+        parts = []
+        for part in args.split(","):
+            name, sep, value = part.partition("=")
+            if not sep:
+                parts.append(REDACTED_ARG if _is_secret(None, part) else part)
+            else:
+                shown = REDACTED_ARG if _is_secret(None, name) else name
+                parts.append(f"{shown}={REDACTED_ARG if _is_secret(name.strip(), value) else value}")
+        return ",".join(parts)
+    return REDACTED_ARG if args is not None and _is_secret(None, args) else args
+
+
+def _redact_text(value: Any) -> Any:
+    """A logged string (``model_name``, ``model_source``) or ``<redacted>`` when it holds a secret."""
+    return REDACTED_ARG if isinstance(value, str) and _is_secret(None, value) else value
 
 
 # --------------------------------------------------------------------------- dataset kind
@@ -247,8 +279,9 @@ class LmEvalOutputBackend(ModelBackend):
         results = load_results(self.results_file) if self.results_file.exists() else {}
         config = dict(results.get("config") or {})
         return {"backend": "lm_eval", "results_file": str(self.results_file), "results_sha256": digest,
-                "lm_eval_version": results.get("lm_eval_version"), "model_source": results.get("model_source") or config.get("model"),
-                "model_name": results.get("model_name"), "model_args": _redact_args(config.get("model_args")),
+                "lm_eval_version": results.get("lm_eval_version"),
+                "model_source": _redact_text(results.get("model_source") or config.get("model")),
+                "model_name": _redact_text(results.get("model_name")), "model_args": _redact_args(config.get("model_args")),
                 "model_revision": config.get("model_revision"), "model_sha": config.get("model_sha")}
 
     def generate(self, requests: Iterable[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[GenerationResult]:
@@ -382,10 +415,13 @@ def validate_section(value: Any, where: str = "lm_eval") -> dict[str, Any]:
         raise ValueError(f"{where}.limit: expected a number of docs (> 0) or a fraction below 1, got {limit!r}")
     if value.get("api_mode") not in (None, "completions", "chat"):
         raise ValueError(f"{where}.api_mode: completions or chat, got {value['api_mode']!r}")
-    for key in value.get("model_args") and str(value["model_args"]).split(",") or []:
-        name = key.split("=", 1)[0].strip()
-        if re.search(r"(^|_)(api_key|key|token|secret|password)$", name):
-            raise ValueError(f"{where}.model_args: {name} looks like a secret; name its environment variable with api_key_env")
+    args = value.get("model_args")
+    if isinstance(args, str):  # lm-eval's KEY=VALUE,KEY=VALUE form
+        args = dict((p.split("=", 1) + [""])[:2] for p in args.split(",") if p.strip())
+    from metric_ops.secrets import refuse_secrets
+
+    refuse_secrets(args or {}, where, path="model_args", error=ValueError,
+                   fix=lambda _: "put the key in an environment variable and name it with lm_eval.api_key_env: VAR")
     return dict(value)
 
 

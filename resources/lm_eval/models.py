@@ -123,9 +123,15 @@ def lm_eval_model(spec: str, *, model_args: Mapping[str, Any] | None = None, api
     ``tokenizer_backend``, ``max_length``); ``api_mode`` picks completions or chat for
     ``api:``; ``api_key_env`` names the variable holding the API key (default
     ``OPENAI_API_KEY``). Raises :class:`LmEvalError` for a spec lm-eval cannot run
-    (precomputed outputs, heuristics) or an unknown ``api_mode``.
+    (precomputed outputs, heuristics) or an unknown ``api_mode``, and for a spec or model
+    argument that looks like a secret (:mod:`metric_ops.secrets`; checked before lm-eval runs).
     """
+    from metric_ops.secrets import refuse_secrets
     from resources.backends import ModelSpecError, parse_model_spec
+
+    refuse_secrets({"model": spec, "model_args": dict(model_args or {})}, "lm-eval model", error=LmEvalError,
+                   fix=lambda _: "put the key in an environment variable and name it: --api-key-env VAR "
+                                 "(lm_eval.api_key_env: VAR in a spec)")
 
     try:
         kind, target = parse_model_spec(spec)

@@ -4,7 +4,7 @@ Per-run policy: the ``privacy:`` block of an evaluation spec (or ``facetlake run
 --anonymise``)::
 
     privacy:
-      anonymise: [ner]               # off | ner | rule_based | presidio | model, or a list
+      anonymise: [ner]               # off | auto | ner | rule_based | presidio | model, or a list
       references: true               # also map references (outputs come back with placeholders)
       entities: [PERSON, EMAIL_ADDRESS]   # default: all types
       presidio: {spacy_model: en_core_web_lg}
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from metric_ops.errors import FacetlakeError
-from resources.privacy.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser
+from resources.privacy.anonymise import ENTITY_TYPES, STRATEGIES, Anonymiser, build_anonymiser, strongest_strategy
 
 FORCE_ENV = "FACETLAKE_ANONYMISE_FORCE"
 FORCE_MODEL_ENV = "FACETLAKE_ANONYMISE_MODEL"
@@ -53,15 +53,18 @@ class PrivacyConfigError(FacetlakeError, ValueError):
 
 
 def _strategy_list(value: Any, where: str) -> tuple[str, ...]:
+    """Strategy names of a setting: ``off``; ``auto`` or ``true`` (the strongest installed,
+    :func:`resources.privacy.anonymise.strongest_strategy`); a name or a comma list / list of names."""
     if value in (None, False, "", "off", "none", "false"):
         return ()
     if value is True:
-        return ("rule_based",)
+        value = "auto"
     items = [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v).strip() for v in value]
     items = [v for v in items if v and v not in ("off", "none")]
+    items = [strongest_strategy()[0] if v in ("auto", "true") else v for v in items]
     unknown = [v for v in items if v not in STRATEGIES]
     if unknown:
-        raise PrivacyConfigError(f"{where}: unknown anonymisation strategy {unknown}; use off or any of {', '.join(STRATEGIES)}")
+        raise PrivacyConfigError(f"{where}: unknown anonymisation strategy {unknown}; use off, auto or any of {', '.join(STRATEGIES)}")
     return tuple(dict.fromkeys(items))
 
 

