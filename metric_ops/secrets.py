@@ -54,7 +54,7 @@ JUDGE_FIX = ("put the judge's key in $FACETLAKE_JUDGE_API_KEY (or $OPENAI_API_KE
 
 # --------------------------------------------------------------------------- names
 _ALWAYS = {"password", "passwd", "passphrase", "secret", "secrets", "authorization", "bearer", "credential", "credentials",
-           "cookie", "apikey", "apitoken", "accesstoken", "authtoken", "privatekey", "secretkey", "accesskey", "pwd"}
+           "cookie", "pass", "apikey", "apitoken", "accesstoken", "authtoken", "privatekey", "secretkey", "accesskey", "pwd"}
 _QUALIFIED = {"key", "token"}  # credential words only when bare or qualified by one of _CREDENTIAL_QUALIFIERS
 _CREDENTIAL_QUALIFIERS = {
     "api", "access", "secret", "private", "subscription", "auth", "client", "master", "license", "licence", "signing",
@@ -202,6 +202,10 @@ def find_secrets(value: Any, path: str = "", limit: int = 20) -> list[SecretFind
             stack.extend(reversed(children))
         elif isinstance(item, (list, tuple)):
             stack.extend(reversed([(f"{where}[{i}]", child, strength) for i, child in enumerate(item)]))
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            # YAML reads `password: 123456` as a number: under a credential name it is still the secret
+            if strength == "strong":
+                found.append(SecretFinding(where, "it is named like a credential"))
         elif isinstance(item, (str, bytes)):
             text = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
             shape = _shape(text)

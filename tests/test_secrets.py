@@ -42,6 +42,8 @@ SPELLINGS = [
     ({"runtime": {"OPENAI_KEY": PLAIN}}, "runtime.OPENAI_KEY", PLAIN),
     ({"runtime": {"hf_token": PLAIN}}, "runtime.hf_token", PLAIN),
     ({"runtime": {"password": PLAIN}}, "runtime.password", PLAIN),
+    ({"runtime": {"password": 84736291}}, "runtime.password", "84736291"),  # YAML reads it as an int
+    ({"runtime": {"auth": {"user": "me", "pass": "hunter2hunter2"}}}, "runtime.auth.pass", "hunter2hunter2"),
     ({"runtime": {"extra_headers": {"Authorization": "Bearer " + OPENAI}}}, "runtime.extra_headers.Authorization", OPENAI),
     ({"runtime": {"extra_headers": {"Authorization": PLAIN}}}, "runtime.extra_headers.Authorization", PLAIN),
     ({"runtime": {"extra_headers": {"x-api-key": PLAIN}}}, "runtime.extra_headers.x-api-key", PLAIN),
