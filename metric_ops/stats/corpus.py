@@ -87,7 +87,8 @@ def _aligned(base: Any, cand: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def paired_bootstrap_corpus(
-    base: Any, cand: Any, aggregate: Aggregate, n_resamples: int = 1000, seed: int = 0, confidence: float = CONFIDENCE
+    base: Any, cand: Any, aggregate: Aggregate, n_resamples: int = 1000, seed: int = 0, confidence: float = CONFIDENCE,
+    count_ties: bool = True,
 ) -> TestResult:
     """Paired bootstrap resampling test of a corpus score (Koehn, 2004), as sacrebleu's
     ``significance._paired_bs_test`` (the Moses ``bootstrap-hypothesis-difference-
@@ -95,13 +96,16 @@ def paired_bootstrap_corpus(
 
     Both systems are resampled with the same segment indices (:func:`corpus_bootstrap`'s
     stream); with ``s_i = |cand_i - base_i|`` over resamples, the p-value is
-    ``(#{s_i - mean(s) > |cand - base|} + 1) / (B + 1)``. ``extra`` holds the
+    ``(#{s_i - mean(s) >= |cand - base|} + 1) / (B + 1)``: ties count as at least as
+    extreme (the permutation-test convention, Phipson & Smyth 2010), so two identical systems
+    get p = 1 and no p-value is below ``1 / (B + 1)``. ``count_ties=False`` keeps sacrebleu's
+    strict ``>`` (for reproducing its numbers only). ``extra`` holds the
     percentile interval of the resampled difference ``cand_i - base_i``
     (``delta_low``/``delta_high``) and sacrebleu's per-system mean and half-width.
 
     Args: ``base``/``cand`` (segments, k) sufficient statistics over the same segments
     in the same order; ``aggregate`` scores summed statistics; ``n_resamples`` (sacrebleu's
-    default is 1000); ``seed``.
+    default is 1000); ``seed``; ``count_ties`` (default True, see above).
     Returns a :class:`TestResult` (statistic = cand - base on the full corpus)."""
     a, b = _aligned(base, cand)
     n = a.shape[0]
@@ -119,7 +123,7 @@ def paired_bootstrap_corpus(
     observed = abs(score_b - score_a)
     sample_diffs = np.abs(res_b - res_a)
     shifted = sample_diffs - sample_diffs.mean()
-    p = (int(np.count_nonzero(shifted > observed)) + 1) / (n_resamples + 1)
+    p = (int(np.count_nonzero(_at_least(shifted, observed, count_ties))) + 1) / (n_resamples + 1)
     alpha = (1.0 - confidence) / 2.0
     low, high = np.quantile(res_b - res_a, [alpha, 1.0 - alpha])
     lower_idx = n_resamples // 40
@@ -132,16 +136,31 @@ def paired_bootstrap_corpus(
     )
 
 
-def approximate_randomization(base: Any, cand: Any, aggregate: Aggregate, n_trials: int = 10000, seed: int = 0) -> TestResult:
+def _at_least(null: np.ndarray, observed: float, count_ties: bool) -> np.ndarray:
+    """Mask of null statistics at least as extreme as ``observed``: ``>=`` up to a relative
+    tolerance of 1e-9 (a tie reached through other float rounding still counts), or sacrebleu's
+    strict ``>`` when ``count_ties`` is False."""
+    if not count_ties:
+        return null > observed
+    return null >= observed - 1e-9 * max(1.0, abs(observed))
+
+
+def approximate_randomization(
+    base: Any, cand: Any, aggregate: Aggregate, n_trials: int = 10000, seed: int = 0, count_ties: bool = True
+) -> TestResult:
     """Paired two-sided approximate randomization test of a corpus score (Riezler &
     Maxwell, 2005), as sacrebleu's ``significance._paired_ar_test``.
 
     Each trial swaps every segment's statistics between the two systems with
     probability 1/2 (``Generator(PCG64(seed)).integers(2, size=(trials, n),
     dtype=bool)``, sacrebleu's draw) and scores both pseudo-systems; the p-value is
-    ``(#{|a_t - b_t| > |cand - base|} + 1) / (trials + 1)`` (multeval's rule).
+    ``(#{|a_t - b_t| >= |cand - base|} + 1) / (trials + 1)``. Ties count: the trial that
+    swaps nothing (and the one that swaps everything) always reproduces the observed
+    difference, so the strict ``>`` of multeval and sacrebleu (jhclark/multeval#3,
+    huggingface/evaluate#795) gives two identical systems p = 1/(trials + 1) instead of 1.
 
-    Args: as :func:`paired_bootstrap_corpus`; ``n_trials`` (sacrebleu's default 10000).
+    Args: as :func:`paired_bootstrap_corpus`; ``n_trials`` (sacrebleu's default 10000);
+    ``count_ties=False`` reproduces sacrebleu's strict rule (for checking against it only).
     Returns a :class:`TestResult` (statistic = cand - base)."""
     a, b = _aligned(base, cand)
     n = a.shape[0]
@@ -161,6 +180,6 @@ def approximate_randomization(base: Any, cand: Any, aggregate: Aggregate, n_tria
             moved = swaps[start : start + step].astype(float) @ diff
             shuf_a = total_b + moved  # pos @ base + ~pos @ cand
             shuf_b = total_a - moved  # ~pos @ base + pos @ cand
-            hits += int(np.count_nonzero(np.abs(aggregate(shuf_a) - aggregate(shuf_b)) > observed))
+            hits += int(np.count_nonzero(_at_least(np.abs(aggregate(shuf_a) - aggregate(shuf_b)), observed, count_ties)))
     p = (hits + 1) / (n_trials + 1)
     return TestResult("approximate-randomization", score_b - score_a, float(p), n, extra={"n_trials": n_trials})
