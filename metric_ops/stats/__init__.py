@@ -51,7 +51,9 @@ largest magnitude involved is float residue (e.g. ``0.3 - (0.1 + 0.2)``), not si
 
 The code lives in :mod:`metric_ops.stats.core` (types, tolerance, bootstrap, Wilson),
 :mod:`metric_ops.stats.significance` (paired tests, effect sizes, correlations) and
-:mod:`metric_ops.stats.corpus` (corpus-level resampling); this module re-exports them.
+:mod:`metric_ops.stats.corpus` (corpus-level resampling) and :mod:`metric_ops.stats.clustered`
+(cluster-robust errors, ICC, design effect, clustered tests, detectable effects, tie
+groups); this module re-exports them.
 """
 
 from __future__ import annotations
@@ -102,8 +104,32 @@ from metric_ops.stats.corpus import (
     corpus_interval,
     paired_bootstrap_corpus,
 )
+from metric_ops.stats.clustered import (
+    ClusterSummary,
+    clopper_pearson_interval,
+    cluster_bootstrap_ci,
+    cluster_robust_se,
+    cluster_summary,
+    clustered_paired_test,
+    design_effect,
+    icc_anova,
+    mde_two_proportions,
+    min_detectable_effect,
+    tie_groups,
+)
 
 __all__ = [
+    "ClusterSummary",
+    "clopper_pearson_interval",
+    "cluster_bootstrap_ci",
+    "cluster_robust_se",
+    "cluster_summary",
+    "clustered_paired_test",
+    "design_effect",
+    "icc_anova",
+    "mde_two_proportions",
+    "min_detectable_effect",
+    "tie_groups",
     "CONFIDENCE",
     "CORRELATION_METHODS",
     "Correlation",
