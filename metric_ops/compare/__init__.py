@@ -271,8 +271,15 @@ def compare_models(
     seed: int = 0,
     binary: Collection[str] | None = None,
     metrics: Collection[str] | None = None,
+    clusters: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every comparisons row for one fingerprint's scores (see the module docstring).
+
+    ``clusters``: sample id -> cluster label (the spec's ``cluster:`` field), or None for
+    independent items; see :func:`pairwise_comparisons`. Each ``model_metric`` row's
+    ``detail.tie_group`` (1 = best) groups the models statistically indistinguishable
+    from the best remaining model by Holm-adjusted paired tests over every model pair of
+    that score (:func:`metric_ops.stats.tie_groups`).
 
     ``baseline``: the configured baseline model (pairs are baseline vs each other model),
     or None for every pair. Raises ``ValueError`` when the baseline has no scores.
@@ -286,10 +293,52 @@ def compare_models(
     metric_rows = metric_statistics(scores, n_resamples=n_resamples, seed=seed, binary=binary, metrics=metrics)
     pairs = model_pairs(all_models, baseline) if len(all_models) >= 2 else []
     rows = list(metric_rows)
-    rows += pairwise_comparisons(scores, pairs, alpha, value_ranges, max_samples, n_permutations, seed, binary=binary,
-                                 metrics=metrics, n_resamples=n_resamples)
+    pair_rows = pairwise_comparisons(scores, pairs, alpha, value_ranges, max_samples, n_permutations, seed, binary=binary,
+                                     metrics=metrics, n_resamples=n_resamples, clusters=clusters)
+    rows += pair_rows
+    _mark_tie_groups(metric_rows, scores, pairs, pair_rows, alpha, n_permutations, n_resamples, seed, binary, metrics, clusters)
     rows += tradeoff_rows(metric_rows, resources or {})
     return rows
+
+
+def _mark_tie_groups(
+    metric_rows: list[dict[str, Any]], scores: pl.DataFrame, pairs: Sequence[tuple[str, str]],
+    pair_rows: Sequence[Mapping[str, Any]], alpha: float, n_permutations: int, n_resamples: int, seed: int,
+    binary: Collection[str], metrics: Collection[str] | None, clusters: Mapping[str, str] | None,
+) -> None:
+    """``detail.tie_group`` on every model_metric row with a mean: the tests of the pairs the
+    comparison did not run (a baseline compares only against itself) are run here, and
+    Holm's adjustment covers every pair of the score."""
+    means: dict[str, dict[str, float]] = {}
+    direction: dict[str, str] = {}
+    for row in metric_rows:
+        if row["mean"] is not None:
+            means.setdefault(row["metric"], {})[row["model"]] = row["mean"]
+            direction[row["metric"]] = row["direction"]
+    if not any(len(m) >= 2 for m in means.values()):
+        return
+    done = {frozenset(p) for p in pairs}
+    extra = [p for p in model_pairs(sorted({m for ms in means.values() for m in ms})) if frozenset(p) not in done]
+    tested = [r for r in pair_rows if r["kind"] == "pairwise"]
+    if extra:
+        tested += [r for r in pairwise_comparisons(scores, extra, alpha, None, 0, n_permutations, seed, binary=binary,
+                                                   metrics=metrics, n_resamples=n_resamples, clusters=clusters)
+                   if r["kind"] == "pairwise"]
+    raw: dict[str, dict[frozenset[str], float | None]] = {}
+    for r in tested:
+        raw.setdefault(r["metric"], {})[frozenset((r["model"], r["baseline"]))] = r["p_value"]
+    groups: dict[tuple[str, str], int] = {}
+    for metric, model_means in means.items():
+        keys = list(raw.get(metric, {}))
+        adjusted = dict(zip(keys, stats.holm([raw[metric][k] for k in keys])))
+        for model, group in stats.tie_groups(model_means, adjusted, direction[metric], alpha).items():
+            groups[(metric, model)] = group
+    for row in metric_rows:
+        group = groups.get((row["metric"], row["model"]))
+        if group is not None:
+            row["detail"]["tie_group"] = group
+            row["detail"]["tie_group_rule"] = (f"1 = best; models whose Holm-adjusted paired p against the group's leader "
+                                               f"is >= {alpha:g} share its group")
 
 
 def detail_json(detail: Any) -> str:

@@ -47,8 +47,19 @@ def pairwise_comparisons(
     binary: Collection[str] | None = None,
     metrics: Collection[str] | None = None,
     n_resamples: int = stats.DEFAULT_RESAMPLES,
+    clusters: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """``pairwise`` and ``sample_change`` rows for each (baseline, candidate) pair.
+
+    Every per-sample pairwise row's ``detail`` carries the difference in the metric's units
+    with its 95% interval (``delta_ci_low``/``delta_ci_high``, percentile bootstrap of the
+    paired differences, or of whole clusters) and ``mde``, the minimum detectable
+    difference at 80% power for this n, the observed spread of the differences and the
+    design effect (:func:`metric_ops.stats.min_detectable_effect`). ``clusters`` maps
+    sample id -> cluster label (a declared ``cluster:`` field): the test is then the
+    clustered paired permutation test and ``detail`` adds ``n_clusters``, ``icc``,
+    ``design_effect``, ``se_naive`` and ``se_cluster`` (CR1) of the differences; a sample
+    without a label is its own cluster.
 
     Holm's adjustment runs over the pairwise tests of each score name (every model
     pair), so ``significant`` controls the family-wise error at ``alpha`` per score.
@@ -86,7 +97,7 @@ def pairwise_comparisons(
             if paired.height == 0:
                 continue
             row, changes = _sample_pair(paired, metric, directions[metric], metric in binary, value_ranges.get(metric),
-                                        n_permutations, seed, max_samples)
+                                        n_permutations, seed, max_samples, n_resamples, clusters)
             pair_rows.append({**head, **row})
             change_rows += [{**head, **c, "kind": "sample_change"} for c in changes]
     _holm_per_metric(pair_rows, alpha)
@@ -95,11 +106,17 @@ def pairwise_comparisons(
 
 def _sample_pair(
     paired: pl.DataFrame, metric: str, direction: str, binary: bool, value_range: tuple[float, float] | None,
-    n_permutations: int, seed: int, max_samples: int,
+    n_permutations: int, seed: int, max_samples: int, n_resamples: int = stats.DEFAULT_RESAMPLES,
+    clusters: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     x, y = paired["x"].to_numpy(), paired["y"].to_numpy()
     sign = _sign(direction)
-    test = stats.paired_test(x, y, binary=binary, n_resamples=n_permutations, seed=seed)
+    labels = None if clusters is None else [clusters.get(i) or f"sample:{i}" for i in paired["sample_id"].to_list()]
+    if labels is None:
+        test = stats.paired_test(x, y, binary=binary, n_resamples=n_permutations, seed=seed)
+    else:
+        test = stats.clustered_paired_test(x, y, labels, n_resamples=n_permutations, seed=seed)
+    precision = _difference_precision(x, y, labels, n_resamples, seed)
     effect = stats.paired_effect_size(x, y, binary=binary)
     mean_b, mean_c = float(x.mean()), float(y.mean())
     delta = mean_c - mean_b
@@ -121,6 +138,7 @@ def _sample_pair(
         **({"test_note": test.note} if test.note else {}),
         **({"effect_note": effect.note} if effect.note else {}),
         **test.extra,
+        **precision,
     }
     row = {
         "n_pairs": paired.height, "mean": mean_c, "baseline_mean": mean_b, "delta": delta,
@@ -140,6 +158,29 @@ def _sample_pair(
             changes.append({"sample_id": ids[i], "verdict": label, "mean": float(y[i]), "baseline_mean": float(x[i]),
                             "delta": float(y[i] - x[i]), "detail": {"rank": rank + 1}})
     return row, changes
+
+
+def _difference_precision(
+    x: np.ndarray, y: np.ndarray, labels: list[str] | None, n_resamples: int, seed: int
+) -> dict[str, Any]:
+    """The paired difference's interval (metric units) and minimum detectable effect."""
+    d = y - x
+    out: dict[str, Any] = {"delta_ci_low": None, "delta_ci_high": None, "delta_ci_method": None, "mde": None,
+                           "mde_power": stats.POWER}
+    if d.size < 2:
+        return out
+    deff = 1.0
+    if labels is None:
+        ci = stats.bootstrap_ci(d, np.mean, stats.CONFIDENCE, n_resamples, seed)
+    else:
+        ci = stats.cluster_bootstrap_ci(d, labels, stats.CONFIDENCE, n_resamples, seed)
+        summary = stats.cluster_summary(d, labels)
+        out.update(n_clusters=summary.n_clusters, icc=summary.icc, design_effect=summary.design_effect,
+                   se_naive=summary.se_naive, se_cluster=summary.se_cluster)
+        deff = summary.design_effect if summary.design_effect is not None else 1.0
+    out.update(delta_ci_low=ci.low, delta_ci_high=ci.high, delta_ci_method=ci.method,
+               mde=stats.min_detectable_effect(float(d.std(ddof=1)), int(d.size), design_effect=deff))
+    return out
 
 
 def _corpus_pair(

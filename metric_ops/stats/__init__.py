@@ -105,6 +105,7 @@ from metric_ops.stats.corpus import (
     paired_bootstrap_corpus,
 )
 from metric_ops.stats.clustered import (
+    POWER,
     ClusterSummary,
     clopper_pearson_interval,
     cluster_bootstrap_ci,
@@ -119,6 +120,7 @@ from metric_ops.stats.clustered import (
 )
 
 __all__ = [
+    "POWER",
     "ClusterSummary",
     "clopper_pearson_interval",
     "cluster_bootstrap_ci",
