@@ -227,9 +227,32 @@ def headline(rows: list[dict[str, Any]]) -> pl.DataFrame:
     for r in stats:
         mean = "∅" if r["mean"] is None else f"{r['mean']:.4g}"
         ci = "" if r["ci_low"] is None else f" [{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
+        group = _detail(r).get("tie_group")
         out.append({"metric": r["metric"], "direction": r["direction"], "model": r["model"],
-                    "mean [95% CI]": ("★ " if r["is_winner"] else "") + mean + ci, "n": f"{r['n_scored']}/{r['n_total']}"})
+                    "mean [95% CI]": ("★ " if r["is_winner"] else "") + mean + ci, "n": f"{r['n_scored']}/{r['n_total']}",
+                    "tie group": "" if group is None else str(group)})
     return pl.DataFrame(out) if out else pl.DataFrame({"metric": []})
+
+
+def _detail(row: dict[str, Any]) -> dict[str, Any]:
+    detail = row.get("detail")
+    if isinstance(detail, str):
+        try:
+            detail = json.loads(detail)
+        except ValueError:
+            return {}
+    return detail if isinstance(detail, dict) else {}
+
+
+def difference_text(row: dict[str, Any]) -> str:
+    """A pairwise row as "+2.1 [+0.4, +3.8]": the paired difference (candidate - baseline)
+    in the metric's units with its 95% interval ("" when there is no difference)."""
+    if row.get("delta") is None:
+        return ""
+    det = _detail(row)
+    low, high = det.get("delta_ci_low"), det.get("delta_ci_high")
+    ci = f" [{low:+.4g}, {high:+.4g}]" if low is not None and high is not None else ""
+    return f"{row['delta']:+.4g}{ci}"
 
 
 def pairwise_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -237,9 +260,12 @@ def pairwise_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
     pw = [r for r in rows if r["kind"] == "pairwise"]
     return pl.DataFrame(
         [{"baseline": r["baseline"], "candidate": r["model"], "metric": r["metric"], "delta": r["delta"],
+          "delta [95% CI]": difference_text(r),
+          "detectable": None if _detail(r).get("mde") is None else float(f"{_detail(r)['mde']:.4g}"),
           "retention": r["retention"], "test": r["test"], "p": r["p_value"], "p_holm": r["p_holm"],
           "effect": r["effect_size"], "verdict": r["verdict"]} for r in pw],
-        schema_overrides={"delta": pl.Float64, "retention": pl.Float64, "p": pl.Float64, "p_holm": pl.Float64, "effect": pl.Float64},
+        schema_overrides={"delta": pl.Float64, "detectable": pl.Float64, "retention": pl.Float64, "p": pl.Float64,
+                          "p_holm": pl.Float64, "effect": pl.Float64},
     ) if pw else pl.DataFrame({"metric": []})
 
 

@@ -115,10 +115,13 @@ def compare(
                           "after its scores change)", highlight=False)
             continue
         rows = frame.to_dicts()
-        print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction)")
+        print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction; "
+                                             "tie group 1 = statistically tied with the best)")
         pw = pairwise_table(rows)
         if pw.height:
-            print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected")
+            print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected; "
+                                                                  "Δ [95% CI] in the metric's units; detectable = the "
+                                                                  "smallest difference this evaluation detects at 80% power")
         if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
             from pipelines.cli.agent_tables import print_paired
 
