@@ -18,7 +18,7 @@ from resources.lake.score_params import fill_params
 READ_TABLES = ("evaluations", "samples", "generations", "scores", "runs")
 # bump when the analysis code changes what it computes for unchanged scores: every stored
 # analysis row is then recomputed once
-ANALYSIS_VERSION = "2"
+ANALYSIS_VERSION = "3"  # 3: tie groups, difference intervals, detectable effects, clusters (issue 28)
 
 
 def pinned_versions(lake: LakeStore, tables: Iterable[str] = READ_TABLES) -> dict[str, int | None]:

@@ -34,6 +34,7 @@ from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import ALPHA, compare_models, detail_json
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
+from resources.datasets import default_cluster
 from resources.lake.schemas import SCHEMAS
 from resources.lake.resource import LakeStore
 from metric_ops.errors import FacetlakeError
@@ -146,8 +147,38 @@ def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
     baseline = configured if configured in models else None
     reads = reads_record(fingerprint, versions, scores)
     reads["baseline"] = configured
+    field_name = getattr(spec, "cluster", None) or default_cluster((getattr(spec, "dataset", None) or {}).get("kind"))
+    clusters = sample_clusters(read_pinned(lake, "samples", versions, {"fingerprint": fingerprint}), field_name) if field_name else None
+    reads["cluster"] = field_name
     return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,
-            "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads}
+            "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads, "clusters": clusters,
+            "cluster": field_name}
+
+
+def sample_clusters(samples: pl.DataFrame, field_name: str) -> dict[str, str]:
+    """sample id -> cluster label from the ``samples`` rows of one fingerprint.
+
+    ``field_name``: ``input`` or ``context`` (the samples columns; context passages joined),
+    else a key of each sample's metadata. A sample without the field is its own cluster.
+    Raises :class:`dagster.Failure` when no sample has the field (a typo in ``cluster:``),
+    naming the metadata keys that exist."""
+    out: dict[str, str] = {}
+    keys: set[str] = set()
+    for row in samples.iter_rows(named=True):
+        if field_name == "input":
+            value = row["input"]
+        elif field_name == "context":
+            value = "\n".join(row["context"] or []) or None
+        else:
+            meta = json.loads(row["metadata"]) if row.get("metadata") else {}
+            keys.update(meta)
+            value = meta.get(field_name)
+        if value is not None and value != "":
+            out[str(row["sample_id"])] = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    if samples.height and not out:
+        raise dg.Failure(f"cluster field {field_name!r} is in no sample of this evaluation; name a metadata key "
+                         f"({', '.join(sorted(keys)) or 'the samples have no metadata'}) or input/context in `cluster:`")
+    return out
 
 
 def _rows_for(inputs: dict[str, Any], run_id: str, config: ComparisonsConfig, metrics: Collection[str] | None) -> list[dict[str, Any]]:
@@ -156,6 +187,7 @@ def _rows_for(inputs: dict[str, Any], run_id: str, config: ComparisonsConfig, me
         scores, baseline=inputs["baseline"], resources=inputs["resources"], alpha=config.alpha,
         value_ranges=value_ranges(sorted(set(scores["metric"].to_list()))), max_samples=config.max_samples,
         n_resamples=config.n_resamples, n_permutations=config.n_permutations, seed=config.seed, metrics=metrics,
+        clusters=inputs.get("clusters"),
     )
     reads_json = json.dumps(inputs["reads"], sort_keys=True)
     now = utcnow()
@@ -204,7 +236,7 @@ def comparison_update(lake: LakeStore, fingerprint: str, run_id: str, config: Co
     fp = inputs["fingerprint"]
     scores = inputs["scores"].filter(~pl.col("metric").str.starts_with(HUMAN_PREFIX))
     context = {"settings": _statistics_settings(config), "baseline": inputs["baseline"], "models": inputs["models"],
-               "resources": inputs["resources"]}
+               "resources": inputs["resources"], "cluster": inputs["cluster"]}
     keys = metric_input_keys(scores, context)
     stored = lake.read("comparisons", where={"fingerprint": fp}) if lake.exists("comparisons") else pl.DataFrame()
     stored_metrics = set(stored["metric"].drop_nulls().to_list()) if stored.height else set()

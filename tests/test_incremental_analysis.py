@@ -112,7 +112,7 @@ def test_rescoring_one_metric_recomputes_only_its_analysis_rows(two_models, inst
     # the work done: one paired test (one model pair x token_f1), not one per metric
     assert count_tests["paired_permutation_test"] == 1
     assert count_tests["mcnemar_exact"] == 0 and count_tests["approximate_randomization"] == 0
-    assert count_tests["bootstrap_ci"] == 2  # token_f1's interval for each model
+    assert count_tests["bootstrap_ci"] == 3  # token_f1's interval for each model and of the paired difference (issue 28)
     n_names = len(set(corr1.filter(pl.col("model") == "sfres-system")[["metric_a", "metric_b"]].to_numpy().ravel()))
     # 3 correlation methods x the pairs that contain token_f1, per model (sfres-system also has human ratings)
     assert count_tests["correlation"] == 3 * len(moved)

@@ -122,6 +122,11 @@ class EvaluationSpec:
     # the model the regression alert compares every other model against (issue 8);
     # not in the fingerprint
     baseline: str | None = None
+    # the sample field whose values group items into clusters (issue 28: several questions per
+    # passage, summaries per document): a key of the samples' metadata or a samples column
+    # (input, context); every interval and paired test then resamples clusters. Default: the
+    # dataset kind's natural cluster (squad_v2: context). Not in the fingerprint.
+    cluster: str | None = None
     # anonymisation before outbound calls (privacy issue, resources/privacy/policy.py); in the
     # fingerprint only when anonymisation is on (it changes what an API model sees)
     privacy: dict[str, Any] = field(default_factory=dict)
@@ -144,7 +149,7 @@ class EvaluationSpec:
         if check_secrets:  # before anything else: no message, table or history may hold a key
             refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
-                 "privacy", "profile", "schedule", "lm_eval"}
+                 "privacy", "profile", "schedule", "lm_eval", "cluster"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -183,6 +188,7 @@ class EvaluationSpec:
             metric_params={str(k): dict(v) for k, v in (data.get("metric_params") or {}).items()},
             runtime=_checked_runtime(data.get("runtime"), where),
             baseline=_checked_baseline(data.get("baseline"), models, where),
+            cluster=_checked_cluster(data.get("cluster"), where),
             privacy=_checked_privacy(data.get("privacy"), where),
             profile=str(data["profile"]) if data.get("profile") else None,
             schedule=_checked_schedule(data.get("schedule"), where),
@@ -235,6 +241,7 @@ class EvaluationSpec:
             **({"privacy": self.privacy} if self.privacy else {}),
             **({"profile": self.profile} if self.profile else {}),
             **({"baseline": self.baseline} if self.baseline is not None else {}),
+            **({"cluster": self.cluster} if self.cluster is not None else {}),
             **({"schedule": self.schedule} if self.schedule else {}),
             **({"lm_eval": self.lm_eval} if self.lm_eval else {}),
         }
@@ -294,6 +301,16 @@ def _checked_privacy(value: Any, where: str) -> dict[str, Any]:
         return validate_privacy(value, f"{where}: privacy")
     except PrivacyConfigError as exc:
         raise SpecError(str(exc)) from None
+
+
+def _checked_cluster(value: Any, where: str) -> str | None:
+    """The ``cluster`` field name (None when absent): a non-empty string."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where}: cluster must name one sample field whose values group the items, e.g. cluster: passage_id "
+                        f"(a key of the samples' metadata) or cluster: context; got {value!r}")
+    return value.strip()
 
 
 def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str | None:

@@ -67,6 +67,9 @@ class Dataset:
     default_path: ClassVar[str | None] = None
     rating_range: ClassVar[tuple[float, float] | None] = None
     required_fields: ClassVar[tuple[str, ...]] = ("sample_id", "input")
+    # the sample field that groups items into clusters when the spec names none (issue 28;
+    # docs/analysis.md "Clusters"): a samples column (input, context) or a metadata key
+    default_cluster: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -270,6 +273,7 @@ class SquadV2Dataset(Dataset):
     """
 
     kind = "squad_v2"
+    default_cluster = "context"  # several questions per passage
 
     def resolved_path(self) -> Path:
         if self.path:
@@ -379,6 +383,11 @@ class FileDataset(Dataset):
                 **({"rating_scale": list(self.rating_scale)} if self.rating_scale is not None else {})}
 
 
+def default_cluster(kind: str | None) -> str | None:
+    """The cluster field a dataset kind declares (None for an unknown kind or none)."""
+    return DATASETS[kind].default_cluster if kind in DATASETS else None
+
+
 def make_dataset(spec: Mapping[str, Any]) -> Dataset:
     """Build a dataset from its config mapping ``{kind, path?, name?, limit?, mapping?}``.
 
@@ -441,6 +450,7 @@ __all__ = [
     "HaluEvalDataset",
     "SquadV2Dataset",
     "FileDataset",
+    "default_cluster",
     "make_dataset",
     "sample_to_record",
     "content_hash",
