@@ -32,6 +32,7 @@ from assets.analysis_common import (
 )
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import ALPHA, compare_models, detail_json
+from metric_ops.gates import GateRules, evaluate_gates
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import default_cluster
@@ -150,6 +151,7 @@ def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
     field_name = getattr(spec, "cluster", None) or default_cluster((getattr(spec, "dataset", None) or {}).get("kind"))
     clusters = sample_clusters(read_pinned(lake, "samples", versions, {"fingerprint": fingerprint}), field_name) if field_name else None
     reads["cluster"] = field_name
+    reads["gate"] = dict(getattr(spec, "gate", None) or {})
     return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,
             "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads, "clusters": clusters,
             "cluster": field_name}
@@ -301,12 +303,16 @@ def pairwise_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
     ) if pw else pl.DataFrame({"metric": []})
 
 
-def regression_check(rows: list[dict[str, Any]], baseline: str | None, fingerprint: str) -> dg.AssetCheckResult:
-    """Fails (severity ERROR) when a model is significantly worse than the configured
-    baseline on some metric (Holm-adjusted p < alpha, delta in the wrong direction),
-    naming the metric, the delta and the worst samples; passes otherwise. A configured
-    baseline with no scores under the fingerprint fails with severity WARN (the alert
-    cannot run)."""
+def regression_check(
+    rows: list[dict[str, Any]], baseline: str | None, fingerprint: str, rules: GateRules | None = None
+) -> dg.AssetCheckResult:
+    """The release gate as an asset check: the same rule as ``facetlake compare
+    --fail-on-regression`` (:func:`metric_ops.gates.evaluate_gates`). Fails (severity ERROR)
+    when a model is significantly worse than the configured baseline on some metric
+    (Holm-adjusted p < alpha, delta in the wrong direction) or a ``gate:`` rule of the spec
+    fires (margin, min, max, max_severity), naming the gate, the metric, the delta and the
+    worst samples; passes otherwise. A configured baseline with no scores under the
+    fingerprint fails with severity WARN (the alert cannot run)."""
     models = sorted({r["model"] for r in rows if r["kind"] == "model_metric"})
     if baseline is not None and baseline not in models:
         return dg.AssetCheckResult(
@@ -321,13 +327,15 @@ def regression_check(rows: list[dict[str, Any]], baseline: str | None, fingerpri
             description="no baseline configured for this evaluation; add `baseline: MODEL` to its spec to enable the alert",
             metadata={"fingerprint": fingerprint, "baseline": "none"},
         )
-    regressed = [r for r in rows if r["kind"] == "pairwise" and r["baseline"] == baseline and r["verdict"] == "regressed"]
-    checked = [r for r in rows if r["kind"] == "pairwise" and r["baseline"] == baseline]
-    if not regressed:
+    verdict = evaluate_gates(rows, baseline, rules)
+    gates = ", ".join(sorted((rules or GateRules()).to_mapping())) or "none declared"
+    if verdict.passed:
         return dg.AssetCheckResult(
             check_name=CHECK_REGRESSION, asset_key="comparisons", passed=True,
-            description=f"no significant regression against baseline {baseline} over {len(checked)} model x metric comparisons",
-            metadata={"fingerprint": fingerprint, "baseline": baseline, "comparisons_checked": len(checked)},
+            description=f"no significant regression against baseline {baseline} over {len(verdict.checked)} model x metric "
+                        f"comparisons; gate rules: {gates}",
+            metadata={"fingerprint": fingerprint, "baseline": baseline, "comparisons_checked": len(verdict.checked),
+                      "gate_rules": gates},
         )
     worst: dict[tuple[str, str], list[str]] = {}
     for r in rows:
@@ -336,21 +344,27 @@ def regression_check(rows: list[dict[str, Any]], baseline: str | None, fingerpri
                 f"{r['sample_id']} ({r['baseline_mean']:.4g} → {r['mean']:.4g})"
             )
     table = pl.DataFrame(
-        [{"model": r["model"], "metric": r["metric"], "baseline mean": r["baseline_mean"], "model mean": r["mean"],
-          "delta": r["delta"], "p_holm": r["p_holm"], "effect": r["effect_size"],
-          "worst samples": ", ".join(worst.get((r["model"], r["metric"]), [])[:5])} for r in regressed]
+        [{"gate": f.gate, "model": f.model, "metric": f.metric, "delta": f.delta, "ci_low": f.ci[0], "ci_high": f.ci[1],
+          "detectable": f.mde, "p_holm": f.p_holm, "worst samples": ", ".join(worst.get((f.model, f.metric), [])[:5])}
+         for f in verdict.fired],
+        schema_overrides={"delta": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "detectable": pl.Float64,
+                          "p_holm": pl.Float64},
     )
-    first = regressed[0]
-    summary = "; ".join(f"{r['model']} {r['metric']} Δ {r['delta']:+.4g} (p_holm {r['p_holm']:.2g})" for r in regressed[:5])
+    first = verdict.fired[0]
+    regressions = [f for f in verdict.fired if f.gate == "regression"]
+    fired_gates = sorted({f.gate for f in verdict.fired})
+    summary = "; ".join(f"{f.gate}: {f.message}" for f in verdict.fired[:5])
     return dg.AssetCheckResult(
         check_name=CHECK_REGRESSION, asset_key="comparisons", passed=False, severity=dg.AssetCheckSeverity.ERROR,
-        description=f"{len(regressed)} significant regression(s) against baseline {baseline}: {summary}",
+        description=(f"{len(regressions)} significant regression(s) against baseline {baseline}; " if regressions else "")
+                    + f"gates fired ({', '.join(fired_gates)}): {summary}",
         metadata={
             "fingerprint": fingerprint,
             "baseline": baseline,
-            "n_regressions": len(regressed),
-            "metric": first["metric"],
-            "delta": float(first["delta"]),
+            "n_regressions": len(regressions),
+            "gates_fired": ", ".join(fired_gates),
+            "metric": first.metric,
+            "delta": float(first.delta) if first.delta is not None else float("nan"),
             "worst_samples": dg.MetadataValue.json({f"{m}|{k}": v for (m, k), v in worst.items()}),
             "regressions": dg.MetadataValue.md(markdown_table(table)),
         },
@@ -401,7 +415,7 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
             "delta_version": version,
         }
     )
-    yield regression_check(rows, baseline, fingerprint)
+    yield regression_check(rows, baseline, fingerprint, GateRules.from_mapping(reads.get("gate")))
     # the runs row last, once the table, the materialisation and the regression check are stored: its
     # scores marker is what makes these verdicts fresh (assets/freshness.py), so a run killed before it
     # leaves them stale and the next `run` / `score` / the analysis sensor computes them again

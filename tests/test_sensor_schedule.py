@@ -234,5 +234,5 @@ def test_regression_alert_is_per_evaluation(deployment, tmp_path):
     from pipelines.cli import app
 
     gate = CliRunner().invoke(app, ["compare", "--fail-on-regression", "--lake", lake.root])
-    assert gate.exit_code == 1 and "regressed@" in gate.output and "regression alert" in gate.output
+    assert gate.exit_code == 1 and "regressed@" in gate.output and "gate fired" in gate.output
     assert CliRunner().invoke(app, ["compare", "-e", "fine", "--fail-on-regression", "--lake", lake.root]).exit_code == 0

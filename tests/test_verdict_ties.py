@@ -90,3 +90,6 @@ def test_one_word_changed_in_one_of_thirty_segments_is_no_significant_difference
     (pw,) = [r for r in out if r["kind"] == "pairwise" and r["metric"] == "corpus_bleu"]
     assert pw["delta"] != 0 and pw["p_value"] == 1.0 and pw["p_holm"] == 1.0
     assert pw["verdict"] == "no significant difference"
+    from metric_ops.gates import evaluate_gates
+
+    assert evaluate_gates(out, "v1").passed  # the gate passes: nothing to fail a release on

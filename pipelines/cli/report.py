@@ -61,10 +61,16 @@ def compare(
     fingerprint: Optional[str] = EvaluationOption(help=EVALUATION_HELP + " Default: every active evaluation."),
     other: Optional[List[str]] = typer.Option(None, "--with", help="Check that another evaluation or fingerprint is comparable (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Report the differences instead of refusing."),
-    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any compared evaluation's regression alert fires (for CI gates)."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any compared evaluation's gate fires: a significant (Holm-adjusted) regression against the baseline, or a `gate:` rule of its spec (margin, min, max, max_severity). The regression asset check applies the same rule."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write the gate verdicts as JUnit XML to this file (one test case per model x metric against the baseline).", dir_okay=False),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write the gate verdict as Markdown to this file (for a pull-request comment).", dir_okay=False),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Print each evaluation's comparisons: statistics, winners, pairwise verdicts, regression alert.
+
+    The gate (--fail-on-regression, --junit, --markdown) fires on a significant regression
+    against the spec's baseline or on a breach of the spec's `gate:` rules; see
+    docs/analysis.md "Gates".
 
     With --with OTHER, first checks that OTHER evaluates the same thing: different
     fingerprint inputs are refused (listing them) unless --force. Verdicts older than the
@@ -73,7 +79,8 @@ def compare(
     import polars as pl
 
     from assets.comparisons import IncomparableError, headline, pairwise_table, require_comparable
-    from resources.catalog import CatalogError, evaluation_row, list_evaluations
+    from metric_ops.gates import GateRules, evaluate_gates, junit_xml, markdown_summary
+    from resources.catalog import CatalogError, evaluation_row, evaluation_spec, list_evaluations
 
     store = open_lake(lake)
     if not store.exists("evaluations"):
@@ -105,6 +112,7 @@ def compare(
         print_frame(side_by_side(labelled), title="side by side: mean [95% CI] per metric x model (each evaluation's own "
                                                   "samples; Δ = mean minus the first one's, not a paired test)")
     alerts, not_compared = [], []
+    verdicts: list = []
     for ev in rows_to_show:
         fp = ev["fingerprint"]
         label = _label(ev)
@@ -126,13 +134,21 @@ def compare(
             from pipelines.cli.agent_tables import print_paired
 
             print_paired(store.read("episode_summary", where={"fingerprint": fp}))
-        bad = [r for r in rows if r["kind"] == "pairwise" and r["verdict"] == "regressed"]
-        if bad:
+        spec = evaluation_spec(store, fp)
+        verdict = evaluate_gates(rows, getattr(spec, "baseline", None), GateRules.from_mapping(getattr(spec, "gate", None)))
+        verdicts.append((label, verdict))
+        if not verdict.passed:
             alerts.append(label)
-            console.print(f"[bold red]{label} regression alert:[/] " + "; ".join(
-                f"{r['model']} vs {r['baseline']} on {r['metric']} (Δ {r['delta']:+.4g})" for r in bad), highlight=False)
+            console.print(f"[bold red]{label} gate fired:[/] " + "; ".join(f"{f.gate}: {f.message}" for f in verdict.fired),
+                          highlight=False)
+    if junit is not None:
+        junit.write_text(junit_xml(verdicts), encoding="utf-8")
+        console.print(f"wrote {junit} (JUnit XML, {sum(len(v.checked) for _, v in verdicts)} test cases)", highlight=False)
+    if markdown is not None:
+        markdown.write_text(markdown_summary(verdicts), encoding="utf-8")
+        console.print(f"wrote {markdown} (Markdown gate summary)", highlight=False)
     if alerts and fail_on_regression:
-        fail(f"regression alert in {', '.join(alerts)} (--fail-on-regression)")
+        fail(f"gate fired in {', '.join(alerts)} (--fail-on-regression)")
     if not_compared and fail_on_regression:  # a gate never passes on nothing measured
         fail(f"no comparisons yet for {', '.join(not_compared)}: nothing to gate on (--fail-on-regression); "
              "run the evaluation first (`facetlake run SPEC.yaml`)")

@@ -32,6 +32,7 @@ import yaml
 
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
+from metric_ops.gates import GateError, GateRules
 from resources.datasets import Dataset, content_hash, make_dataset
 
 MODEL_SLUG = re.compile(r"^[a-z0-9._-]{1,80}$")
@@ -127,6 +128,10 @@ class EvaluationSpec:
     # (input, context); every interval and paired test then resamples clusters. Default: the
     # dataset kind's natural cluster (squad_v2: context). Not in the fingerprint.
     cluster: str | None = None
+    # release gates (issue 28, metric_ops/compare/gates.py): margin / min / max / max_severity
+    # per score name; drive `compare --fail-on-regression` and the regression asset check alike.
+    # Not in the fingerprint.
+    gate: dict[str, dict[str, float]] = field(default_factory=dict)
     # anonymisation before outbound calls (privacy issue, resources/privacy/policy.py); in the
     # fingerprint only when anonymisation is on (it changes what an API model sees)
     privacy: dict[str, Any] = field(default_factory=dict)
@@ -149,7 +154,7 @@ class EvaluationSpec:
         if check_secrets:  # before anything else: no message, table or history may hold a key
             refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
-                 "privacy", "profile", "schedule", "lm_eval", "cluster"}
+                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -189,6 +194,7 @@ class EvaluationSpec:
             runtime=_checked_runtime(data.get("runtime"), where),
             baseline=_checked_baseline(data.get("baseline"), models, where),
             cluster=_checked_cluster(data.get("cluster"), where),
+            gate=_checked_gate(data.get("gate"), where),
             privacy=_checked_privacy(data.get("privacy"), where),
             profile=str(data["profile"]) if data.get("profile") else None,
             schedule=_checked_schedule(data.get("schedule"), where),
@@ -242,6 +248,7 @@ class EvaluationSpec:
             **({"profile": self.profile} if self.profile else {}),
             **({"baseline": self.baseline} if self.baseline is not None else {}),
             **({"cluster": self.cluster} if self.cluster is not None else {}),
+            **({"gate": self.gate} if self.gate else {}),
             **({"schedule": self.schedule} if self.schedule else {}),
             **({"lm_eval": self.lm_eval} if self.lm_eval else {}),
         }
@@ -300,6 +307,14 @@ def _checked_privacy(value: Any, where: str) -> dict[str, Any]:
     try:
         return validate_privacy(value, f"{where}: privacy")
     except PrivacyConfigError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _checked_gate(value: Any, where: str) -> dict[str, dict[str, float]]:
+    """The ``gate`` rules as plain data (empty when absent); see metric_ops.compare.gates."""
+    try:
+        return GateRules.from_mapping(value, f"{where}: gate").to_mapping()
+    except GateError as exc:
         raise SpecError(str(exc)) from None
 
 
