@@ -168,3 +168,15 @@ def test_models_point_three_apart_on_200_items_form_one_tie_group():
     groups = stats.tie_groups({m: float(v.mean()) for m, v in scores.items()}, adjusted)
     assert groups["a"] == groups["b"] == 1 and groups["c"] == 2
     assert stats.tie_groups({"a": 1.0, "b": 2.0}, {frozenset("ab"): 0.001}, direction="minimize") == {"a": 1, "b": 2}
+
+
+def test_wild_cluster_bootstrap_past_the_draw_limit_matches_the_cluster_robust_error():
+    rng = np.random.default_rng(4)
+    g, m = 8000, 5  # 8,000 clusters x 5,000 resamples = 4e7 draws: the wild path
+    labels = np.arange(g).repeat(m)
+    d = rng.normal(0, 2, g).repeat(m) + rng.normal(0, 2, g * m)
+    ci = stats.cluster_bootstrap_ci(d, labels, n_resamples=5000, seed=2)
+    assert ci.method == "cluster-wild-bootstrap-percentile"
+    half = (ci.high - ci.low) / 2
+    assert half == pytest.approx(1.959964 * stats.cluster_robust_se(d, labels), rel=0.05)
+    assert ci.low < d.mean() < ci.high

@@ -51,10 +51,12 @@ from metric_ops.stats.core import (
     Interval,
     StatsError,
     TestResult,
+    WILD_BOOTSTRAP_ABOVE,
     _array,
     _batch_rows,
     _check_confidence,
     _paired,
+    sign_flip_null,
 )
 from metric_ops.stats.significance import paired_permutation_test
 
@@ -190,13 +192,26 @@ def cluster_bootstrap_ci(
 ) -> Interval:
     """Percentile interval of the mean from resampling whole clusters with replacement
     (``Generator(seed).integers(0, G, (B, G))``, in batches); each resample's mean is its
-    summed values over its summed cluster sizes."""
+    summed values over its summed cluster sizes.
+
+    Past :data:`WILD_BOOTSTRAP_ABOVE` draws (clusters x resamples) it is the wild cluster
+    bootstrap with Rademacher weights (Cameron, Gelbach & Miller, 2008): each resample's mean
+    is ``mean + sum_g w_g (S_g - n_g * mean) / N``, drawn as random bits through
+    :func:`sign_flip_null` (one bit per cluster instead of one index), the same way
+    :func:`bootstrap_ci` switches for items (method ``cluster-wild-bootstrap-percentile``)."""
     _check_confidence(confidence)
     y = _array(values)
     codes, g = cluster_codes(clusters, y.size)
     if g < 2:
         return Interval(None, None, "cluster-bootstrap-percentile", confidence, note=f"needs at least 2 clusters, got {g}")
     sums, sizes = _sums(y, codes, g)
+    tail = (1.0 - confidence) / 2.0
+    if g * n_resamples > WILD_BOOTSTRAP_ABOVE:
+        mean = float(y.mean())
+        flipped = sign_flip_null(sums - sizes * mean, n_resamples, seed)  # sum of the residual sums flipped to -1
+        means = mean - 2.0 * flipped / y.size  # sum_g w_g r_g = sum(r) - 2 * flipped, and sum(r) = 0
+        low, high = np.quantile(means, [tail, 1.0 - tail])
+        return Interval(float(low), float(high), "cluster-wild-bootstrap-percentile", confidence)
     rng = np.random.default_rng(seed)
     means = np.empty(n_resamples)
     step = _batch_rows(n_resamples, g)
@@ -204,7 +219,6 @@ def cluster_bootstrap_ci(
         rows = min(step, n_resamples - start)
         idx = rng.integers(0, g, (rows, g))
         means[start : start + rows] = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
-    tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return Interval(float(low), float(high), "cluster-bootstrap-percentile", confidence)
 
