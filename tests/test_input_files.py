@@ -304,3 +304,20 @@ def test_inbox_file_waits_until_its_evaluation_has_samples(instance, tmp_path):
     materialize_samples(resolved.fingerprint, lake, instance)
     second = inbox_sensor(dg.build_sensor_context(instance=instance, resources=resources, cursor=first.cursor))
     assert [r.partition_key.rsplit(":", 1)[1] for r in second.run_requests] == ["late-model"]
+
+
+# ------------------------------------------------------------------ JSON Lines split at "\n" only (issue 26, fault 7)
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085"])
+def test_json_lines_split_at_newline_only(tmp_path, sep):
+    """JSON allows U+2028, U+2029 and U+0085 raw inside a string; str.splitlines split there
+    and reported "Unterminated string"."""
+    path = tmp_path / "seps.jsonl"
+    rows = [{"id": "s1", "input": f"first{sep}second"}, {"id": "s2", "input": "plain"}]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")
+    assert sep in path.read_text(encoding="utf-8")  # written raw, not escaped
+    samples = load(path)
+    assert [(s.sample_id, s.input) for s in samples] == [("s1", f"first{sep}second"), ("s2", "plain")]
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps({"sample_id": "s1", "output": f"a{sep}b"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    backend = PrecomputedBackend(f"precomputed:{out}")
+    assert backend.check_file() == 1 and backend._outputs == {"s1": f"a{sep}b"}

@@ -84,7 +84,10 @@ def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) 
 
 def _read_jsonl(path: Path, text: str) -> TableRows:
     rows, lines = TableRows(), []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" only, as JSON Lines says (https://jsonlines.org): str.splitlines would also
+    # split at U+2028, U+2029 and U+0085, which JSON allows raw inside a string (issue 26, fault 7)
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if line.strip():
             try:
                 rows.append(json.loads(line))

@@ -96,7 +96,8 @@ def _read_table(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".csv":
         with open(path, encoding="utf-8", newline="") as fh:
             return list(csv.DictReader(fh))
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # "\n" only (JSON Lines): U+2028/U+0085 may stand raw inside a JSON string
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
 
 
 def _check_signature(report: VerifyReport, folder: Path, manifest: Mapping[str, Any], manifest_bytes: bytes,
