@@ -89,13 +89,21 @@ def _check_precomputed_files(spec, keep: bool = False) -> None:
     """Read every ``precomputed:FILE`` model's outputs file now, so a bad file (bytes that
     are not UTF-8, malformed rows, no rows, a repeated sample id) is refused in one line
     before any Dagster run (``keep``: for this process's run to take, not parse again)."""
+    from resources.agents.episodes import EpisodesDataset, check_episodes_file
     from resources.backends import BackendError, ModelSpecError, PrecomputedBackend
+    from resources.datasets import DatasetError
 
+    # the file is read as what the dataset kind makes of it: an agent evaluation's models are
+    # episodes files, every other kind's are generation outputs (issue 26, fault 9)
+    agent = (spec.dataset or {}).get("kind") == EpisodesDataset.kind
     for slug, model_spec in spec.models.items():
         if model_spec.startswith("precomputed:") and not model_spec.startswith("precomputed:column="):
             try:
-                PrecomputedBackend(model_spec).check_file(keep=keep)
-            except (BackendError, ModelSpecError) as exc:
+                if agent:
+                    check_episodes_file(model_spec.split(":", 1)[1])
+                else:
+                    PrecomputedBackend(model_spec).check_file(keep=keep)
+            except (BackendError, ModelSpecError, DatasetError) as exc:
                 fail(f"model {slug}: {exc}")
 
 

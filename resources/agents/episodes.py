@@ -243,6 +243,18 @@ def read_episodes(path: str | Path, format: str = "auto") -> list[EpisodeRecord]
     return records
 
 
+def check_episodes_file(path: str | Path) -> int:
+    """Read a model's precomputed episodes file now (as ``facetlake run`` does before any
+    Dagster run) and return the number of episodes in it; raises :class:`DatasetError`
+    naming the file, the row and the fix, also when the file holds tasks but no episode."""
+    records = read_episodes(path, "auto")
+    n = sum(1 for r in records if r.messages is not None)
+    if not n:
+        raise DatasetError(f"{path}: holds {len(records)} task line(s) but no episode (no trajectory or messages); "
+                           "a model's precomputed file must hold its episodes")
+    return n
+
+
 def tasks_of(records: Iterable[EpisodeRecord]) -> list[tuple[str, dict[str, Any]]]:
     """(task_id, task) in order of first appearance; raises :class:`DatasetError` when two
     rows of one task disagree on its instruction, actions or outputs."""
