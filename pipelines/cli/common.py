@@ -17,10 +17,34 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 
-console = Console()
-err = Console(stderr=True)
+#: the width output gets when stdout is not a terminal (a pipe, a file) and $COLUMNS is unset:
+#: tables print at their natural width as plain lines and no hint wraps inside a command
+#: (issue 26, fault 11: rich's 80-column fallback turned tables into vertical records)
+PIPE_WIDTH = 4096
+
+
+class PipeAwareConsole(Console):
+    """A rich console that is as wide as its content when it does not write to a terminal.
+
+    In a terminal (or with ``$COLUMNS`` set) it is rich's console; otherwise its width is
+    :data:`PIPE_WIDTH`, decided at each print (stdout may be redirected after start-up)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = Console.size.fget(self)
+        if self._width is None and "COLUMNS" not in self._environ and not self.is_terminal:
+            return ConsoleDimensions(PIPE_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = PipeAwareConsole()
+err = PipeAwareConsole(stderr=True)
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEMO_CONFIGS = ("sfres.yaml", "qags.yaml")
