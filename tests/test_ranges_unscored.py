@@ -139,11 +139,12 @@ def test_bertscore_and_semantic_similarity_of_identical_texts_are_exactly_1():
     texts = ["the cat sat on the mat", "Paris is the capital of France.", "a b c"]
     rows = _rows("bertscore", [[t] for t in texts], texts)
     assert {r["metric"] for r in rows} == {"bertscore_precision", "bertscore_recall", "bertscore_f1"}
-    # computed in float32 as bert-score does: 1 +- 2.4e-7. Above 1 it is clamped to exactly 1.0
-    # (raw value kept); below 1 it is a legitimate in-range float32 value and stays.
-    assert all(r["status"] == "scored" and 1.0 - RANGE_RTOL <= r["value"] <= 1.0 for r in rows)
-    above = [r for r in rows if "raw_value" in _detail(r)]
-    assert above and all(r["value"] == 1.0 and 1.0 < _detail(r)["raw_value"] <= 1.0 + RANGE_RTOL for r in above)
+    # the same tokens as the reference: exactly 1.0 (issue 26; bert-score's float32 sums give
+    # 1 +- 3e-7, which reordered ties in rank correlations)
+    assert all(r["status"] == "scored" and r["value"] == 1.0 and _detail(r)["identical_to_reference"] for r in rows)
+    # a near-identical candidate is still computed (below 1)
+    near = _rows("bertscore", [["the cat sat on the mat"]], ["the cat sat on the mat ."])
+    assert all(r["status"] == "scored" and r["value"] < 1.0 and "identical_to_reference" not in _detail(r) for r in near)
     sims = _rows("semantic_similarity", [[t] for t in texts], texts)
     assert all(r["status"] == "scored" and 1.0 - RANGE_RTOL <= r["value"] <= 1.0 for r in sims)
     # rescaling with a baseline moves the lower bound: (-1 - b) / (1 - b)

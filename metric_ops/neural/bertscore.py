@@ -194,7 +194,9 @@ class BERTScore(Metric):
         "bertscore_f1": Direction.MAXIMIZE,
     }
     dimension = "baseline_grounding"
-    version = "2"  # 2: bert-score's multi-reference padding reproduced (pad_references)
+    # 2: bert-score's multi-reference padding reproduced (pad_references); 3: a candidate whose
+    # tokens equal a reference's scores exactly 1.0 (bert-score: 1 +- 3e-7 in float32)
+    version = "3"
     value_range = (-1.0, 1.0)
     libraries = ("transformers", "torch")
     signature_extras = ("max_len", "rescaled", "dtype")
@@ -311,6 +313,12 @@ class BERTScore(Metric):
                 ref_empty = len(ref_ids) == n_special
                 if ref_empty and "reference" not in empty:
                     empty.append("reference")
+                if list(hyp_ids) == list(ref_ids) and not ref_empty:
+                    # the same tokens: every token matches itself, so P = R = F = 1 exactly. bert-score's
+                    # float32 sums give 1 +- 3e-7 here, which reordered ranks in correlations (issue 26)
+                    per_ref.append((1.0, 1.0, 1.0))
+                    detail["identical_to_reference"] = True
+                    continue
                 p, r, f = greedy_match(states[output], states[ref], weights[output], weights[ref], padded[k])
                 if padded[k] and not ref_empty and p != greedy_match(states[output], states[ref], weights[output], weights[ref])[0]:
                     detail.setdefault("bert_score_padding", []).append(k)
