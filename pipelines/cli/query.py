@@ -15,6 +15,9 @@ from pipelines.cli.common import LakeOption, OutputFormat, fail, first_sentence,
 
 app = typer.Typer(rich_markup_mode="markdown")
 
+#: rows `facetlake sql` prints by default: printing is bounded like the query (issue 26, fault 5)
+PRINT_MAX_ROWS = 10_000
+
 
 @app.command()
 def sql(
@@ -26,6 +29,7 @@ def sql(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the query is interrupted (0 = none). Default: $FACETLAKE_SQL_TIMEOUT_S or 120.", show_default=False),
     include_raw: bool = typer.Option(False, "--include-raw", help="Also expose raw-text tables (samples_raw: sample text before anonymisation, kept only where a spec sets privacy.store_raw)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the result to FILE.parquet, FILE.csv or FILE.json (the suffix picks the format) instead of printing it.", show_default=False, dir_okay=False),
+    max_rows: Optional[int] = typer.Option(None, "--max-rows", help=f"Print at most this many rows (0 = all). Default: {PRINT_MAX_ROWS:,} when printing, all with --out.", show_default=False, min=0),
 ) -> None:
     """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused.
 
@@ -46,19 +50,29 @@ def sql(
         fail(f"no Delta tables under {store.root}; run `facetlake demo` first or pass --lake")
     try:
         limits = SQLLimits.resolve(memory_limit, threads, timeout)
-        frame = query(store, statement, limits, include_raw=include_raw)
+        cap = (0 if out is not None else PRINT_MAX_ROWS) if max_rows is None else max_rows
+        # one row past the cap tells whether more follow; the time limit covers reading the result
+        frame = query(store, statement, limits, include_raw=include_raw, max_rows=cap + 1 if cap else None)
     except (SQLRefusedError, SQLLimitError, ValueError) as exc:
         fail(str(exc))
     except duckdb.Error as exc:
         from resources.sql import RAW_TABLES
 
         fail(f"{exc}\ntables: {', '.join(t for t in store.tables() if include_raw or t not in RAW_TABLES)}")
+    more = bool(cap) and frame.height > cap
+    if more:
+        frame = frame.head(cap)
     if out is not None:
         from pipelines.cli.common import console
 
         console.print(write_frame(frame, out), highlight=False)
-        return
-    print_frame(frame, format)
+    else:
+        print_frame(frame, format)
+    if more:
+        from pipelines.cli.common import err
+
+        err.print(f"first {cap:,} rows shown; more follow: add a LIMIT, raise --max-rows (0 = all) or write them with "
+                  "--out FILE.parquet", highlight=False)
 
 
 @app.command()

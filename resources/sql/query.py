@@ -28,6 +28,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ import polars as pl
 
 from metric_ops.errors import FacetlakeError
 from resources.lake.tables import LakeTables
+from resources.sql.results import batches_of, intervals_as_text
 from resources.sql.views import create_view, native_delta
 
 # tables holding raw (not anonymised) sample text: registered only with include_raw
@@ -396,46 +398,26 @@ def _statement_label(text: str, kind: str) -> str:
     return kind if word in ("", "WITH", kind) else word
 
 
-def _has_interval(duck_type: Any) -> bool:
-    """Whether a DuckDB type is INTERVAL or nests one (list, array, struct, map, union)."""
-    if duck_type.id == "interval":
-        return True
-    try:
-        children = duck_type.children
-    except Exception:  # noqa: BLE001 - primitive types have no children
-        return False
-    return any(isinstance(child, type(duck_type)) and _has_interval(child) for _, child in children)
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _intervals_as_text(rel: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
-    """``rel`` with every column holding INTERVALs (top-level or nested) cast to DuckDB's
-    own text ("3 days", "-1 month", "[3 days]"): polars cannot read Arrow's
-    month_day_nano_interval, and a month has no fixed length to make a duration of."""
-    types = rel.types
-    if not any(_has_interval(t) for t in types):
-        return rel
-    # positional references (#n) keep duplicate and oddly quoted column names intact
-    exprs = [
-        f"CAST(#{i} AS VARCHAR) AS {_quote(name)}" if _has_interval(t) else f"#{i} AS {_quote(name)}"
-        for i, (name, t) in enumerate(zip(rel.columns, types), start=1)
-    ]
-    return rel.project(", ".join(exprs))
-
-
-def _fetch_bounded(rel: duckdb.DuckDBPyRelation, limits: SQLLimits) -> Any:
+def _fetch_bounded(rel: duckdb.DuckDBPyRelation, limits: SQLLimits, deadline: float | None = None,
+                   max_rows: int | None = None) -> Any:
     """The result as one Arrow table, read batch by batch; raises :class:`SQLLimitError`
     once it holds more bytes than the memory limit (a cross join's result is outside
-    DuckDB's own buffer manager)."""
+    DuckDB's own buffer manager) or past ``deadline`` (``time.monotonic()``: reading a large
+    result is bounded like running the query, issue 26 fault 5); stops after ``max_rows``."""
     import pyarrow as pa
 
     reader = rel.fetch_record_batch(65536)
-    batches, held, cap = [], 0, limits.memory_bytes
-    for batch in reader:
+    batches, held, cap, rows = [], 0, limits.memory_bytes, 0
+    for batch in batches_of(reader):
+        if deadline is not None and time.monotonic() > deadline:
+            reader.close()
+            raise duckdb.InterruptException("time limit")
         held += batch.nbytes
+        rows += batch.num_rows
+        if max_rows is not None and rows >= max_rows:
+            batches.append(batch.slice(0, batch.num_rows - (rows - max_rows)))
+            reader.close()
+            break
         if held > cap:
             reader.close()
             raise SQLLimitError(
@@ -446,11 +428,13 @@ def _fetch_bounded(rel: duckdb.DuckDBPyRelation, limits: SQLLimits) -> Any:
     return pa.Table.from_batches(batches, schema=reader.schema)
 
 
-def query(lake: LakeTables, sql: str, limits: SQLLimits | None = None, include_raw: bool = False) -> pl.DataFrame:
+def query(lake: LakeTables, sql: str, limits: SQLLimits | None = None, include_raw: bool = False,
+          max_rows: int | None = None) -> pl.DataFrame:
     """Run a read-only query over the lake and return the result as polars.
 
-    ``limits``: memory, threads and time limit (default :meth:`SQLLimits.resolve`);
-    ``include_raw``: also expose the raw-text tables (:data:`RAW_TABLES`).
+    ``limits``: memory, threads and time limit (default :meth:`SQLLimits.resolve`; the time
+    limit covers running the query and reading its result); ``include_raw``: also expose
+    the raw-text tables (:data:`RAW_TABLES`); ``max_rows``: read at most this many rows.
     Raises :class:`SQLRefusedError` for anything not known to be read-only,
     :class:`SQLLimitError` past the time or memory limit, ``duckdb.Error`` for a query
     DuckDB rejects. INTERVAL values (also inside lists and structs) come back as DuckDB's
@@ -463,11 +447,12 @@ def query(lake: LakeTables, sql: str, limits: SQLLimits | None = None, include_r
         if timer is not None:
             timer.daemon = True
             timer.start()
+        deadline = time.monotonic() + limits.timeout_s if limits.timeout_s else None
         try:
             rel = con.sql(sql)
             if rel is None:  # defensive: every read-only statement type yields a relation
                 return pl.DataFrame()
-            return pl.from_arrow(_fetch_bounded(_intervals_as_text(rel), limits))
+            return pl.from_arrow(_fetch_bounded(intervals_as_text(rel), limits, deadline, max_rows))
         except duckdb.InterruptException:
             raise SQLLimitError(
                 f"the query was stopped at the time limit ({limits.timeout_s:g} s); narrow it, or raise the limit "
