@@ -52,6 +52,26 @@ def test_health_checked_launcher_and_run_monitoring_fail_a_dead_run(instance):
     instance.run_storage.delete_run(alive.run_id)
 
 
+def test_a_cli_run_killed_before_it_started_is_failed_by_the_sweep(instance):
+    """Issue 26, fault 6: 3 of 153 crash trials left runs NOT_STARTED for ever."""
+    from pipelines.runs.run_health import fail_dead_runs, process_tags
+
+    dead = dg.DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.NOT_STARTED,
+                         tags={**process_tags(), "facetlake/pid": str(_dead_pid())})
+    mine = dg.DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.NOT_STARTED,
+                         tags=process_tags())  # this process: alive, about to start it
+    untagged = dg.DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.NOT_STARTED)
+    for run in (dead, mine, untagged):
+        instance.add_run(run)
+    failed = fail_dead_runs(instance)
+    assert dead.run_id in failed and mine.run_id not in failed and untagged.run_id not in failed
+    assert instance.get_run_by_id(dead.run_id).status == dg.DagsterRunStatus.FAILURE
+    assert instance.get_run_by_id(mine.run_id).status == dg.DagsterRunStatus.NOT_STARTED
+    assert instance.get_run_by_id(untagged.run_id).status == dg.DagsterRunStatus.NOT_STARTED
+    for run in (mine, untagged):
+        instance.run_storage.delete_run(run.run_id)
+
+
 class SlowServer(RecordingServer):
     """Answers each chat request after 0.3 s, so a run is still generating when killed."""
 

@@ -110,9 +110,13 @@ class HealthCheckedRunLauncher(DefaultRunLauncher):
 def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark failed every in-progress run of this host whose process is gone; returns their ids.
     Only runs tagged with their pid and host count: a CLI on another machine than the code
-    server must not judge a launched run's pid against its own process table."""
+    server must not judge a launched run's pid against its own process table. A CLI run
+    killed after Dagster created it but before it started stays NOT_STARTED for ever
+    (issue 26, fault 6): such a run, tagged with a process that is gone, is failed too (a
+    run created by the UI or a sensor carries no pid tag and is left to the daemon)."""
     failed = []
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_PROGRESS), tags={HOST_TAG: socket.gethostname()})):
+    statuses = [*IN_PROGRESS, dg.DagsterRunStatus.NOT_STARTED]
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=statuses, tags={HOST_TAG: socket.gethostname()})):
         status, message = worker_status(instance, run, events=False)
         if status == WorkerStatus.FAILED:
             instance.report_run_failed(run, f"facetlake: run {run.run_id[:8]} is marked failed: {message} (killed or crashed)")
