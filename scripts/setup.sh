@@ -15,8 +15,12 @@ fi
 # pip, minus its "WARNING: Location '...' is ignored: it is neither a file nor a directory"
 # lines: a local package index configured for this machine (pip.conf) that lacks a given
 # package's folder; nothing to act on. Every other warning and error is kept.
+# Also without setuptools' "Editable installation" banner (a BuildBackendWarning printed for
+# every editable install, from its first line to the `with strategy, WheelFile` line): it
+# warns about folders named like the package, which is this repository's layout on purpose.
 pip_install() {
-  python -m pip install --quiet "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory" >&2)
+  python -m pip install --quiet "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored: it is neither a file nor a directory" \
+    | sed '/BuildBackendWarning: Editable installation/,/with strategy, WheelFile/d' >&2)
 }
 pip_install --upgrade pip
 # torch first and pinned: the CPU wheel (an unpinned torch pulls the CUDA build)

@@ -23,10 +23,14 @@ DEST="${TARGET}/corpora/wordnet"
 if [[ ! -f "${SRC}/data.noun" || ! -f "${SRC}/index.sense" ]]; then
   SUDO=""
   if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
-  echo "installing wordnet-base and wordnet-sense-index with apt-get" >&2
-  ${SUDO} apt-get install -y wordnet-base wordnet-sense-index >&2 || {
-    ${SUDO} apt-get update >&2 && ${SUDO} apt-get install -y wordnet-base wordnet-sense-index >&2
-  }
+  echo "installing wordnet-base and wordnet-sense-index with apt-get (its log: ${TMPDIR:-/tmp}/facetlake-apt-wordnet.log)" >&2
+  LOG="${TMPDIR:-/tmp}/facetlake-apt-wordnet.log"
+  # apt's progress goes to the log; on failure the log's tail is shown
+  export DEBIAN_FRONTEND=noninteractive
+  { ${SUDO} apt-get install -y -qq --no-install-recommends wordnet-base wordnet-sense-index >"${LOG}" 2>&1 || {
+      ${SUDO} apt-get update -qq >>"${LOG}" 2>&1 && \
+      ${SUDO} apt-get install -y -qq --no-install-recommends wordnet-base wordnet-sense-index >>"${LOG}" 2>&1
+    }; } || { tail -20 "${LOG}" >&2; exit 1; }
 fi
 
 mkdir -p "${DEST}"
