@@ -213,6 +213,24 @@ def _short(value: Any, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _pairs(value: Any) -> str:
+    """A mapping as ``key=value`` words (no braces or quotes); a path value by its file name."""
+    if not isinstance(value, dict):
+        return _short(value)
+    return " ".join(f"{k}={_file_name(v) if isinstance(v, str) else _short(v, 40)}" for k, v in sorted(value.items()))
+
+
+def _file_name(text: str) -> str:
+    """``precomputed:/abs/dir/out.jsonl`` -> ``precomputed:out.jsonl``; other text unchanged."""
+    head, sep, tail = text.rpartition(":") if ":" in text and "/" in text else ("", "", text)
+    return f"{head}{sep}{tail.rsplit('/', 1)[-1]}" if "/" in tail else text
+
+
+def _signature(signature: str) -> str:
+    """A metric signature by its name and version (``rouge_l|v:2``); the full one is in the runs table."""
+    return "|".join(signature.split("|")[:2])
+
+
 def _facts_line(node: Node) -> str:
     keys = {"dataset": ("content_sha256", "n_samples"), "model": ("identity", "spec")}.get(
         node.kind, ("run_id", "rows", "finished_at", "read_versions", "dataset_hash", "signatures")
@@ -224,21 +242,35 @@ def _facts_line(node: Node) -> str:
             continue
         if k == "run_id":
             v = str(v)[:8]
-        if k == "signatures":
-            v = "; ".join(v)
+        elif k == "signatures":
+            v = ", ".join(_signature(x) for x in v)
+        elif k in ("identity", "read_versions"):
+            v = _pairs(v)
+        elif k == "spec":
+            v = _file_name(str(v))
+        elif k == "dataset_hash":
+            v = str(v)[:12]
         parts.append(f"{k}={_short(v, 400 if k in ('signatures', 'identity') else 90)}")
     return ", ".join(parts)
 
 
 def render_text(g: Lineage) -> str:
-    """An indented tree from each output down to the dataset and model identities."""
+    """An indented tree from each output down to the dataset and model identities; a
+    subtree drawn once is named "(as above)" afterwards, signatures show name and version,
+    identities ``key=value`` and model files their name (the full values are in the runs table)."""
     lines = [f"lineage of {g.name + ' @ ' if g.name else ''}fingerprint {g.fingerprint}"]
+
+    shown: set[str] = set()
 
     def walk(node_id: str, prefix: str, last: bool, depth: int) -> None:
         node = g.nodes[node_id]
         branch = "" if depth == 0 else ("└─ " if last else "├─ ")
-        lines.append(f"{prefix}{branch}{node.label}  ({_facts_line(node)})")
         ups = g.upstream(node_id)
+        if node_id in shown and ups:  # a subtree already drawn is named, not drawn again
+            lines.append(f"{prefix}{branch}{node.label}  (as above)")
+            return
+        shown.add(node_id)
+        lines.append(f"{prefix}{branch}{node.label}  ({_facts_line(node)})")
         child_prefix = prefix + ("" if depth == 0 else ("   " if last else "│  "))
         for i, up in enumerate(ups):
             walk(up, child_prefix, i == len(ups) - 1, depth + 1)
@@ -262,7 +294,7 @@ def render_mermaid(g: Lineage) -> str:
         if node.kind == "dataset":
             extra = f"<br/>sha256 {node.facts['content_sha256'][:16]}…"
         elif node.kind == "model":
-            extra = "<br/>" + _short(node.facts.get("identity"), 60)
+            extra = "<br/>" + _short(_pairs(node.facts.get("identity")), 60)
         elif node.facts.get("run_id"):
             extra = f"<br/>run {str(node.facts['run_id'])[:8]}"
         text = (node.label + extra).replace('"', "'")
