@@ -91,3 +91,29 @@ def test_report_modules_stay_small_and_recompute_without_the_assets():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "metric_ops.compare" in imported and "metric_ops.compare.meta_eval" in imported
     assert not {"assets.correlations"} & imported and "comparison_rows" not in (root / "data.py").read_text()
+
+
+def test_radar_draws_only_metrics_every_model_has():
+    """Issue 26, fault 14: human ratings exist for the dataset's own system only; a polygon
+    over the missing value drew an edge across it."""
+    import re
+
+    import polars as pl
+
+    from pipelines.report.data import ReportData
+    from pipelines.report.html import Figures
+    from pipelines.report.sections import section_radar
+
+    rows = []
+    for model, metrics in (("sys", {"token_f1": 0.6, "bleu": 30.0, "human:overall": 4.0}), ("copy", {"token_f1": 0.3, "bleu": 10.0})):
+        for i in range(5):
+            rows += [{"model": model, "sample_id": str(i), "metric": m, "value": v + i, "direction": "maximize", "status": "scored"}
+                     for m, v in metrics.items()]
+    scores = pl.DataFrame(rows)
+    d = ReportData(fingerprint="f" * 64, evaluation={}, samples=pl.DataFrame(), generations=pl.DataFrame(), scores=scores,
+                   comparisons=[], comparisons_source="", correlations=[], correlations_source="", token_logprobs=pl.DataFrame(), runs=[])
+    section = section_radar(d, Figures())
+    assert section.present
+    thetas = re.findall(r'"theta":\[([^\]]*)\]', section.body)
+    assert thetas and all("human:overall" not in t and "token_f1" in t and "bleu" in t for t in thetas)
+    assert "left out of the radar: human:overall" in section.body

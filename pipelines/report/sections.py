@@ -95,11 +95,18 @@ def section_radar(d: ReportData, figs: Figures) -> Section:
         return absent("radar", "Radar of per-metric medians", "no scored values")
     ranges = _metric_ranges(d.scores)
     med = ok.group_by(["model", "metric"]).agg(pl.col("value").median().alias("median"))
-    metrics = sorted(ranges)
+    models = sorted(set(med["model"].to_list()))
+    by_model = {model: dict(med.filter(pl.col("model") == model).select("metric", "median").iter_rows()) for model in models}
+    # only the metrics every model has: a polygon over a missing value draws an edge across it
+    # (issue 26: human ratings exist for the dataset's own system only); the others are named
+    metrics = sorted(k for k in ranges if all(by_model[model].get(k) is not None for model in models))
+    left_out = sorted(set(ranges) - set(metrics))
+    if not metrics:
+        return absent("radar", "Radar of per-metric medians", "no metric is scored for every model")
     fig = go.Figure()
-    for i, model in enumerate(sorted(set(med["model"].to_list()))):
-        m = dict(med.filter(pl.col("model") == model).select("metric", "median").iter_rows())
-        r = [_scale(m.get(k), ranges[k]) for k in metrics]  # None (a gap), never 0, where a model has no value
+    for i, model in enumerate(models):
+        m = by_model[model]
+        r = [_scale(m.get(k), ranges[k]) for k in metrics]
         raw = [fmt(m.get(k)) for k in metrics]
         fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=metrics + metrics[:1], name=model, fill="toself", opacity=0.6,
                                       customdata=raw + raw[:1], hovertemplate="%{theta}: median %{customdata}<extra>" + model + "</extra>",
@@ -107,6 +114,8 @@ def section_radar(d: ReportData, figs: Figures) -> Section:
     fig.update_layout(polar=dict(radialaxis=dict(range=[0, 1])))
     caption = ("<p class='cap'>Medians scaled to [0, 1] by each metric's declared range (the observed range where none is "
                "declared); minimised metrics are inverted, so outward is better. Hover for the raw median.</p>")
+    if left_out:
+        caption += f"<p class='cap'>Not scored for every model, so left out of the radar: {esc(', '.join(left_out))}.</p>"
     return Section("radar", "Radar of per-metric medians", True, figs.div(fig, 480) + caption)
 
 
