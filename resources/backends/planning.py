@@ -33,6 +33,7 @@ import polars as pl
 
 from resources.backends import GenerationRequest, GenerationResult
 from resources.lake.resource import LakeStore
+from resources.datasets import load_yaml, read_text
 
 LIVE_BACKENDS = ("hf", "vllm", "api")
 
@@ -148,9 +149,7 @@ def load_prices(runtime: Mapping[str, Any]) -> Mapping[str, Any]:
         return runtime["prices"]
     path = os.environ.get("FACETLAKE_PRICES")
     if path:
-        import yaml
-
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        return load_yaml(read_text(Path(path)), path) or {}
     return {}
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import yaml
 
 from metric_ops.errors import FacetlakeError
+from resources.datasets import load_yaml, read_text
 
 SHIPPED = Path(__file__).resolve().parents[2] / "pipelines" / "profiles"
 OUTPUT_FORMS = ("technical_table", "per_sample", "evidence")
@@ -101,7 +101,7 @@ def list_profiles() -> dict[str, Profile]:
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob("*.y*ml")):
-            profile = parse_profile(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+            profile = parse_profile(load_yaml(read_text(path), str(path)), str(path))
             found.setdefault(profile.name, profile)
     return found
 
@@ -110,7 +110,7 @@ def load_profile(name_or_path: str) -> Profile:
     """A profile by name, or from a YAML file path; raises :class:`ProfileError` listing the known ones."""
     path = Path(name_or_path).expanduser()
     if path.suffix in (".yaml", ".yml") and path.is_file():
-        return parse_profile(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+        return parse_profile(load_yaml(read_text(path), str(path)), str(path))
     profiles = list_profiles()
     key = name_or_path.strip().lower().replace("-", "_").replace(" ", "_")
     if key not in profiles:

@@ -204,11 +204,12 @@ class EvaluationSpec:
     @classmethod
     def from_yaml(cls, path: str | Path) -> "EvaluationSpec":
         """Read a spec from a YAML file; a relative dataset path is taken relative to the file."""
-        from resources.datasets import DatasetError, read_text
+        from resources.datasets import DatasetError, load_yaml, read_text
 
         path = Path(path)
-        try:  # strict UTF-8 (a byte-order mark is dropped): bad bytes are named by line, not a bare UnicodeDecodeError
-            data = yaml.safe_load(read_text(path, fix="re-save the spec as UTF-8 (it looks like {guess})"))
+        try:  # strict UTF-8 (a byte-order mark is dropped): bad bytes are named by line, not a bare UnicodeDecodeError;
+            # a regular file of bounded size, aliases bounded anywhere in the document (issue 26, fault 4)
+            data = load_yaml(read_text(path, fix="re-save the spec as UTF-8 (it looks like {guess})"), str(path))
         except DatasetError as exc:
             raise SpecError(str(exc)) from None
         except yaml.YAMLError as exc:

@@ -31,7 +31,11 @@ from resources.datasets.files import (
     _read_json_or_jsonl,
     _read_table_file,
     _require,
+    MAX_INPUT_BYTES_ENV,
+    check_input_file,
+    load_yaml,
     no_rows_message,
+    read_input_bytes,
     read_text,
 )
 
@@ -88,6 +92,8 @@ class Dataset:
     def rows(self) -> list[Any]:
         """Raw rows from the file (list of dicts)."""
         path = self.resolved_path()
+        if path.is_symlink():
+            check_input_file(path)  # a dangling link or a loop is named as what it is
         if not path.exists():
             raise DatasetError(f"dataset file {path} does not exist; check the path in the evaluation config")
         return _read_table_file(path, self.encoding)
@@ -439,6 +445,10 @@ __all__ = [
     "TableRows",
     "no_rows_message",
     "read_text",
+    "MAX_INPUT_BYTES_ENV",
+    "check_input_file",
+    "load_yaml",
+    "read_input_bytes",
     "PROJECT_ROOT",
     "DATA_DIR",
     "DATASETS",

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import codecs
 import csv
+import errno
 import io
 import json
+import os
 import re
+import stat
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -50,6 +53,99 @@ def _guess_encoding(data: bytes) -> str:
         return "latin-1"
 
 
+#: the most bytes facetlake reads from one input file (dataset, spec, outputs) unless
+#: $FACETLAKE_MAX_INPUT_BYTES says otherwise (issue 26, fault 4)
+MAX_INPUT_BYTES_ENV = "FACETLAKE_MAX_INPUT_BYTES"
+DEFAULT_MAX_INPUT_BYTES = 4 << 30
+#: the most nodes a YAML document may hold once its aliases are expanded
+MAX_YAML_NODES = 1_000_000
+
+
+def max_input_bytes() -> int:
+    """The input size bound: ``$FACETLAKE_MAX_INPUT_BYTES`` (digits) or 4 GiB."""
+    raw = os.environ.get(MAX_INPUT_BYTES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_INPUT_BYTES
+    if not raw.isdigit() or int(raw) <= 0:
+        raise DatasetError(f"{MAX_INPUT_BYTES_ENV}={raw!r} is not a positive number of bytes, e.g. {DEFAULT_MAX_INPUT_BYTES}")
+    return int(raw)
+
+
+def check_input_file(path: Path) -> int:
+    """The size of ``path`` once it is known to be a regular file of bounded size.
+
+    Raises :class:`DatasetError` naming the path for a missing file, a symlink loop, a
+    directory, anything that is not a regular file (a device such as ``/dev/zero``, a FIFO
+    that would block for ever, a socket; also through a symlink) and a file larger than
+    :func:`max_input_bytes` (with the override)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise DatasetError(f"{path} does not exist; check the path") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DatasetError(f"{path}: a symlink loop (the link points back to itself); point it at a file") from None
+        raise DatasetError(f"{path}: cannot be read ({exc.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise DatasetError(f"{path} is a directory; name a file in it (.jsonl, .json, .csv, .parquet, .yaml)")
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket or other special file"
+        raise DatasetError(f"{path} is {kind}, not a regular file; facetlake reads inputs from regular files only "
+                           "(copy the data to a file first)")
+    cap = max_input_bytes()
+    if st.st_size > cap:
+        raise DatasetError(f"{path} is {st.st_size:,} bytes, over the {cap:,}-byte input limit; raise it with "
+                           f"{MAX_INPUT_BYTES_ENV}=BYTES or split the file")
+    return st.st_size
+
+
+def read_input_bytes(path: Path) -> bytes:
+    """The bytes of a regular input file, at most :func:`max_input_bytes` of them (a file
+    that grows past the bound while read is refused too); see :func:`check_input_file`."""
+    check_input_file(path)
+    cap = max_input_bytes()
+    with open(path, "rb") as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise DatasetError(f"{path} grew past the {cap:,}-byte input limit while it was read; raise {MAX_INPUT_BYTES_ENV} "
+                           "or read a finished file")
+    return data
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` with aliases bounded: a document that expands to more than
+    :data:`MAX_YAML_NODES` nodes (an alias bomb, anywhere in the document) raises
+    :class:`DatasetError` instead of growing without bound when it is later copied or
+    serialised. Raises ``yaml.YAMLError`` for invalid YAML, as safe_load does."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    sizes: dict[int, int] = {}
+
+    def expanded(node: Any) -> int:  # nodes once every alias is expanded, each shared object counted once per use
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        sizes[key] = 1  # a recursive alias counts once, never loops
+        if isinstance(node, dict):
+            total = 1 + sum(expanded(k) + expanded(v) for k, v in node.items())
+        elif isinstance(node, list):
+            total = 1 + sum(expanded(v) for v in node)
+        else:
+            total = 1
+        sizes[key] = total
+        if total > MAX_YAML_NODES:
+            raise DatasetError(f"{where}: the YAML expands to more than {MAX_YAML_NODES:,} values through its aliases "
+                               "(&anchor / *alias); write the values out or use fewer aliases")
+        return total
+
+    try:
+        expanded(data)
+    except RecursionError:
+        raise DatasetError(f"{where}: the YAML is nested too deeply to read; flatten it") from None
+    return data
+
+
 def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> str:
     """The text of ``path`` decoded strictly, without a byte-order mark.
 
@@ -59,7 +155,7 @@ def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) 
     fix (``fix`` is formatted with ``guess``, a likely encoding); an unknown codec name
     raises :class:`DatasetError` too.
     """
-    data = path.read_bytes()
+    data = read_input_bytes(path)
     if encoding:
         try:
             name = codecs.lookup(encoding).name
@@ -205,6 +301,7 @@ def _read_table_file(path: Path, encoding: str | None = None, fix: str = ENCODIN
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
+        check_input_file(path)
         try:
             return TableRows(pq.read_table(path).to_pylist())
         except Exception as exc:  # noqa: BLE001 - re-raised with the file named
