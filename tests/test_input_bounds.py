@@ -95,3 +95,35 @@ def test_a_yaml_alias_bomb_is_refused_wherever_it_is_nested(tmp_path):
     small = tmp_path / "fine.yaml"  # aliases that stay small are still YAML
     small.write_text(BOMB.split("  c:")[0])
     assert EvaluationSpec.from_yaml(small).runtime["b"][0] == ["x"] * 10
+
+
+# ------------------------------------------------------------------ messages that name the file and line (fault 8)
+@pytest.mark.parametrize("name,data,match", [
+    ("deep.jsonl", b'{"id": "a", "input": "x"}\n{"id": "b", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+     r"deep\.jsonl:2: nested too deeply"),
+    ("lone.jsonl", b'{"id": "a", "input": "ok"}\n{"id": "b", "input": "bad \\ud800 here"}\n', r"lone\.jsonl:2: holds a lone surrogate"),
+    ("scalar.json", b"42\n", r"scalar\.json: the JSON document is a single int value \(42\), not rows"),
+    ("dup.jsonl", b'{"id": "a", "input": "x", "input": "y"}\n', r"dup\.jsonl:1: the key 'input' appears twice"),
+    ("sheet.csv", b"PK\x03\x04\x14\x00\x06\x00" + b"\x00" * 64, r"sheet\.csv: this is an \.xlsx/\.ods spreadsheet"),
+    ("old.csv", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 64, r"old\.csv: this is an Excel \.xls spreadsheet"),
+    ("u16.jsonl", '{"id": "a", "input": "x"}\n'.encode("utf-16-le"), r"u16\.jsonl: looks like UTF-16 without a byte-order mark.*utf-16-le"),
+])
+def test_bad_files_are_named_with_their_line_and_fix(tmp_path, name, data, match):
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DatasetError, match=match):
+        _load(path)
+
+
+def test_utf16_without_bom_loads_once_its_encoding_is_named(tmp_path):
+    path = tmp_path / "u16.jsonl"
+    path.write_bytes('{"id": "a", "input": "café"}\n'.encode("utf-16-le"))
+    (sample,) = make_dataset({"kind": "file", "path": str(path), "encoding": "utf-16-le"}).load()
+    assert sample.input == "café"
+
+
+def test_a_spec_with_a_repeated_key_is_refused(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("name: a\nname: b\ndataset: {kind: sfres}\nmodels: {m: 'precomputed:column=system_output'}\nmetrics: [bleu]\n")
+    with pytest.raises(SpecError, match="'name' appears twice"):
+        EvaluationSpec.from_yaml(path)

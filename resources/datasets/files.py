@@ -113,13 +113,34 @@ def read_input_bytes(path: Path) -> bytes:
 
 
 def load_yaml(text: str, where: str) -> Any:
-    """``yaml.safe_load`` with aliases bounded: a document that expands to more than
+    """``yaml.safe_load`` with a key repeated in one mapping refused (naming its line) and
+    aliases bounded: a document that expands to more than
     :data:`MAX_YAML_NODES` nodes (an alias bomb, anywhere in the document) raises
     :class:`DatasetError` instead of growing without bound when it is later copied or
     serialised. Raises ``yaml.YAMLError`` for invalid YAML, as safe_load does."""
     import yaml
 
-    data = yaml.safe_load(text)
+    class StrictLoader(yaml.SafeLoader):
+        """SafeLoader that refuses a key repeated in one mapping (YAML would keep the last)."""
+
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden on purpose
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:  # a list or mapping as a key: SafeLoader reports it itself
+                continue
+            if key in seen:
+                raise DatasetError(f"{where}:{key_node.start_mark.line + 1}: the key {key!r} appears twice in one mapping; "
+                                   "keep one (YAML would keep the last silently)")
+            seen.add(key)
+        return loader.construct_mapping(node, deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
     sizes: dict[int, int] = {}
 
     def expanded(node: Any) -> int:  # nodes once every alias is expanded, each shared object counted once per use
@@ -146,6 +167,27 @@ def load_yaml(text: str, where: str) -> Any:
     return data
 
 
+_SPREADSHEETS = ((b"PK\x03\x04", "an .xlsx/.ods spreadsheet (a zip archive)"), (b"\xd0\xcf\x11\xe0", "an Excel .xls spreadsheet"))
+
+
+def _refuse_binary(path: Path, data: bytes, encoding: str | None) -> None:
+    """Name what a file is when it is not text at all: a spreadsheet saved under a text
+    name, or UTF-16 without a byte-order mark (every other byte NUL), instead of an
+    encoding hint that cannot help."""
+    for magic, what in _SPREADSHEETS:
+        if data.startswith(magic):
+            raise DatasetError(f"{path}: this is {what}, not text; export it as CSV (File > Save As > CSV UTF-8) "
+                               "or save it as .parquet")
+    if encoding or any(data.startswith(bom) for bom, _ in _BOMS):
+        return
+    head = data[:4096]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        odd_nuls = head[1::2].count(0) > head[0::2].count(0)
+        guess = "utf-16-le" if odd_nuls else "utf-16-be"
+        raise DatasetError(f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte every other byte); set "
+                           f"encoding: {guess} in the dataset spec or re-save the file as UTF-8")
+
+
 def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) -> str:
     """The text of ``path`` decoded strictly, without a byte-order mark.
 
@@ -156,6 +198,7 @@ def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) 
     raises :class:`DatasetError` too.
     """
     data = read_input_bytes(path)
+    _refuse_binary(path, data, encoding)
     if encoding:
         try:
             name = codecs.lookup(encoding).name
@@ -178,6 +221,41 @@ def read_text(path: Path, encoding: str | None = None, fix: str = ENCODING_FIX) 
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing a repeated key (JSON itself keeps the last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+class _DuplicateKey(FacetlakeError, ValueError):
+    """A key repeated in one JSON object (raised inside the parser, re-raised as DatasetError with the line)."""
+
+
+def _parse_json(text: str, where: str) -> Any:
+    """``json.loads`` with the faults a bare parser reports badly named at ``where`` (file
+    and line): a key repeated in one object, nesting too deep for the parser (a bare
+    RecursionError), and a lone surrogate escape (``"\\ud800"``, which no table can store)."""
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise DatasetError(f"{where}: the key {exc.args[0]!r} appears twice in one object; keep one (JSON would keep "
+                           "the last silently)") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: nested too deeply to read (over about 1,000 levels of arrays or objects); "
+                           "flatten the record") from None
+    if "\\ud" in text.lower():  # only then can a lone surrogate be in the parsed strings
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise DatasetError(f"{where}: holds a lone surrogate escape (\\ud800-\\udfff without its pair), which is "
+                               "not text; fix the escape or drop the character") from None
+    return value
+
+
 def _read_jsonl(path: Path, text: str) -> TableRows:
     rows, lines = TableRows(), []
     # lines end at "\n" only, as JSON Lines says (https://jsonlines.org): str.splitlines would also
@@ -186,7 +264,7 @@ def _read_jsonl(path: Path, text: str) -> TableRows:
         line = line.removesuffix("\r")
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append(_parse_json(line, f"{path}:{lineno}"))
             except json.JSONDecodeError as exc:
                 raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno}); "
                                    "each line of a JSON-lines file holds one complete JSON object") from None
@@ -204,7 +282,7 @@ def _read_json_or_jsonl(path: Path, encoding: str | None = None, fix: str = ENCO
     if not text.strip():
         return TableRows()
     try:
-        return json.loads(text)
+        return _parse_json(text, str(path))
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data" and text.lstrip().startswith("{"):
             return _read_jsonl(path, text)  # JSON lines saved as .json (BFCL does this)
@@ -318,8 +396,16 @@ def _read_table_file(path: Path, encoding: str | None = None, fix: str = ENCODIN
                 data = []  # {"rows": []}: no rows
             else:
                 data = [data]  # one JSON-lines row saved as .json
+        if not isinstance(data, (list, dict)):
+            raise DatasetError(f"{path}: the JSON document is a single {type(data).__name__} value ({_short_value(data)}), "
+                               "not rows; write an array of objects ([{...}, {...}]) or one object per line (.jsonl)")
         return data if isinstance(data, TableRows) else TableRows(data) if isinstance(data, list) else data
     raise DatasetError(f"{path}: unsupported file type {suffix!r}; use .csv, .parquet, .json or .jsonl")
+
+
+def _short_value(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def no_rows_message(path: Path, rows: Any) -> str:
