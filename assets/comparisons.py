@@ -379,7 +379,9 @@ def regression_check(
     pool="delta_comparisons",
     # partitioned like the asset: each evaluation's alert stands on its own in the UI
     check_specs=[dg.AssetCheckSpec(CHECK_REGRESSION, asset="comparisons", partitions_def=evaluation_partitions,
-                                   description="no model significantly worse than the evaluation's configured baseline (Holm-corrected paired test)")],
+                                   description="the release gate: no model significantly worse than the evaluation's configured baseline "
+                                               "(Holm-corrected paired test) and no `gate:` rule of its spec breached "
+                                               "(the rule of `facetlake compare --fail-on-regression`)")],
     metadata={"delta_table": "comparisons"},
 )
 def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, lake: LakeStore):
