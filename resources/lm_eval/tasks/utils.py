@@ -68,12 +68,12 @@ def bfcl_function_choice(**_metadata):
     """
     folder = _data_dir() / "bfcl"
     answers = {}
-    for line in (folder / "possible_answer" / "BFCL_v4_multiple.json").read_text(encoding="utf-8").split("\n"):
+    for line in (folder / "possible_answer" / "BFCL_v4_multiple.json").read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
             answers[row["id"]] = row["ground_truth"]
     rows = []
-    for line in (folder / "BFCL_v4_multiple.json").read_text(encoding="utf-8").split("\n"):
+    for line in (folder / "BFCL_v4_multiple.json").read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         row = json.loads(line)
