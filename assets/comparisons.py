@@ -32,7 +32,7 @@ from assets.analysis_common import (
 )
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import ALPHA, compare_models, detail_json
-from metric_ops.gates import GateRules, evaluate_gates
+from metric_ops.gates import GateRules, evaluate_gates, row_detail
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.datasets import default_cluster
@@ -261,21 +261,11 @@ def headline(rows: list[dict[str, Any]]) -> pl.DataFrame:
     for r in stats:
         mean = "∅" if r["mean"] is None else f"{r['mean']:.4g}"
         ci = "" if r["ci_low"] is None else f" [{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
-        group = _detail(r).get("tie_group")
+        group = row_detail(r).get("tie_group")
         out.append({"metric": r["metric"], "direction": r["direction"], "model": r["model"],
                     "mean [95% CI]": ("★ " if r["is_winner"] else "") + mean + ci, "n": f"{r['n_scored']}/{r['n_total']}",
                     "tie group": "" if group is None else str(group)})
     return pl.DataFrame(out) if out else pl.DataFrame({"metric": []})
-
-
-def _detail(row: dict[str, Any]) -> dict[str, Any]:
-    detail = row.get("detail")
-    if isinstance(detail, str):
-        try:
-            detail = json.loads(detail)
-        except ValueError:
-            return {}
-    return detail if isinstance(detail, dict) else {}
 
 
 def difference_text(row: dict[str, Any]) -> str:
@@ -283,7 +273,7 @@ def difference_text(row: dict[str, Any]) -> str:
     in the metric's units with its 95% interval ("" when there is no difference)."""
     if row.get("delta") is None:
         return ""
-    det = _detail(row)
+    det = row_detail(row)
     low, high = det.get("delta_ci_low"), det.get("delta_ci_high")
     ci = f" [{low:+.4g}, {high:+.4g}]" if low is not None and high is not None else ""
     return f"{row['delta']:+.4g}{ci}"
@@ -295,7 +285,7 @@ def pairwise_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(
         [{"baseline": r["baseline"], "candidate": r["model"], "metric": r["metric"], "delta": r["delta"],
           "delta [95% CI]": difference_text(r),
-          "detectable": None if _detail(r).get("mde") is None else float(f"{_detail(r)['mde']:.4g}"),
+          "detectable": None if row_detail(r).get("mde") is None else float(f"{row_detail(r)['mde']:.4g}"),
           "retention": r["retention"], "test": r["test"], "p": r["p_value"], "p_holm": r["p_holm"],
           "effect": r["effect_size"], "verdict": r["verdict"]} for r in pw],
         schema_overrides={"delta": pl.Float64, "detectable": pl.Float64, "retention": pl.Float64, "p": pl.Float64,

@@ -115,7 +115,8 @@ class GateVerdict:
         return not self.fired
 
 
-def _detail(row: Mapping[str, Any]) -> dict[str, Any]:
+def row_detail(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A comparisons row's ``detail`` as a dict, whether stored as JSON text or held as a dict ({} when neither)."""
     detail = row.get("detail")
     if isinstance(detail, str):
         try:
@@ -136,7 +137,7 @@ def _fmt(value: float | None) -> str:
 def _worst_ids(rows: Sequence[Mapping[str, Any]], model: str, metric: str, baseline: str | None) -> tuple[str, ...]:
     changes = [r for r in rows if r.get("kind") == "sample_change" and r.get("verdict") == "regressed"
                and r.get("model") == model and r.get("metric") == metric and r.get("baseline") == baseline]
-    changes.sort(key=lambda r: _detail(r).get("rank", 0))
+    changes.sort(key=lambda r: row_detail(r).get("rank", 0))
     return tuple(str(r["sample_id"]) for r in changes[:WORST_SHOWN])
 
 
@@ -148,7 +149,7 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], baseline: str | None, rule
     pairs = [r for r in rows if r.get("kind") == "pairwise" and (baseline is None or r.get("baseline") == baseline)]
     for r in pairs:
         model, metric, base = r["model"], r["metric"], r.get("baseline")
-        det = _detail(r)
+        det = row_detail(r)
         low, high, mde = det.get("delta_ci_low"), det.get("delta_ci_high"), det.get("mde")
         sign = _sign(r.get("direction"))
         common = dict(model=model, metric=metric, baseline=base, delta=r.get("delta"), ci=(low, high), mde=mde,

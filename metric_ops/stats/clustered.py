@@ -52,7 +52,7 @@ from metric_ops.stats.core import (
     TestResult,
     WILD_BOOTSTRAP_ABOVE,
     _array,
-    _batch_rows,
+    bootstrap_distribution,
     _check_confidence,
     _paired,
     sign_flip_null,
@@ -211,13 +211,11 @@ def cluster_bootstrap_ci(
         means = mean - 2.0 * flipped / y.size  # sum_g w_g r_g = sum(r) - 2 * flipped, and sum(r) = 0
         low, high = np.quantile(means, [tail, 1.0 - tail])
         return Interval(float(low), float(high), "cluster-wild-bootstrap-percentile", confidence)
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
-    step = _batch_rows(n_resamples, g)
-    for start in range(0, n_resamples, step):
-        rows = min(step, n_resamples - start)
-        idx = rng.integers(0, g, (rows, g))
-        means[start : start + rows] = sums[idx].sum(axis=1) / sizes[idx].sum(axis=1)
+    def pooled_mean(picked: np.ndarray, axis: int = -1) -> np.ndarray:  # picked: resampled cluster numbers
+        k = picked.astype(np.int64)
+        return sums[k].sum(axis=axis) / sizes[k].sum(axis=axis)
+
+    means = bootstrap_distribution(np.arange(g, dtype=float), pooled_mean, n_resamples, seed)
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return Interval(float(low), float(high), "cluster-bootstrap-percentile", confidence)
 
