@@ -233,6 +233,9 @@ def evaluation_scheduler(context: dg.SensorEvaluationContext, lake: LakeStore) -
 # left out: a run killed before it started stays there for ever (issue 26, item 6) and would block
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
              dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.SUSPENDED]
+# a run created but not yet queued (a CLI between create_run and submit_run) is in flight too
+# for this long; older NOT_STARTED runs are taken as killed before they started
+CREATED_GRACE = dt.timedelta(minutes=10)
 MARKER_TAG = "facetlake/scores_marker"  # the scores (assets/freshness.py scores_marker, 16 hex) an analysis run was asked for
 ANALYSIS_RETRIES = "2"  # Dagster's run retries (dagster.yaml run_retries) re-run a killed or failed analysis run
 
@@ -273,7 +276,9 @@ def analysis_tick(lake: LakeStore, instance: dg.DagsterInstance, cursor: dict[st
         key, marker = active[fp], state.marker[:16]
         what = f"{key}: {', '.join(state.stale)} older than its scores"
         partitions = [key, *(p["partition_key"] for p in pairs_of(lake, fp))]
-        busy = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partitions}, statuses=IN_FLIGHT), limit=1)
+        busy = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partitions}, statuses=IN_FLIGHT), limit=1) or \
+            instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": partitions}, statuses=[dg.DagsterRunStatus.NOT_STARTED],
+                                                    created_after=dt.datetime.now(dt.timezone.utc) - CREATED_GRACE), limit=1)
         if busy:
             stale[key] = marker
             log.append(f"{what}; waiting for run {busy[0].run_id[:8]} ({busy[0].job_name}) on it")

@@ -54,6 +54,23 @@ def _diagnose(infra, result) -> str:
             f"\n--- worker-1\n{infra.log_tail('worker-1')}")
 
 
+def _runs_report(instance, runs, infra) -> str:
+    """Every run that did not succeed, with the messages of its failure and engine events (a
+    CI failure must say which run failed and why, not only that one did)."""
+    import dagster as dg
+
+    lines = []
+    for run in runs:
+        if run.status == dg.DagsterRunStatus.SUCCESS:
+            continue
+        lines.append(f"run {run.run_id[:8]} {run.job_name} {run.status.value} tags={dict(run.tags)}")
+        for entry in instance.all_logs(run.run_id):
+            event = entry.dagster_event
+            if event is not None and event.event_type_value in ("RUN_FAILURE", "ENGINE_EVENT", "STEP_FAILURE", "RUN_CANCELED"):
+                lines.append(f"  {event.event_type_value}: {(entry.user_message or event.message or '')[:600]}")
+    return "\n".join(lines) + f"\n--- daemon\n{infra.log_tail('daemon')}"
+
+
 def test_an_evaluation_runs_end_to_end_on_postgres_celery_and_object_storage(infra, s3_lake, tmp_path, monkeypatch):
     spec = tmp_path / "deploy-demo.yaml"
     spec.write_text(SPEC)
@@ -73,7 +90,7 @@ def test_an_evaluation_runs_end_to_end_on_postgres_celery_and_object_storage(inf
     try:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"facetlake/evaluation": "deploy-demo"}))
-        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), _runs_report(instance, runs, infra)
         jobs = [r.job_name for r in runs]
         # samples, the two pairs, the verdicts (the analysis sensor may add one more verdicts run: idempotent)
         assert jobs.count("samples_job") == 1 and jobs.count("evaluation_job") == 2 and jobs.count("analysis_job") >= 1

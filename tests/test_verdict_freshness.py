@@ -271,3 +271,31 @@ def test_analysis_sensor_does_not_ask_again_for_a_run_that_failed_with_these_sco
     requests_now, state, log = analysis_tick(lake, instance, state)
     assert requests_now == [] and "analysis_job run" in " ".join(log) and "ended FAILURE" in " ".join(log)
     assert state["stale"] == {}  # left until its scores change again or a CLI command repairs them
+
+
+def test_analysis_sensor_waits_for_a_run_created_and_not_yet_queued(home_instance, tmp_path):
+    """A CLI creates its verdict run (NOT_STARTED) and queues it a moment later: the sensor
+    must not ask for a second verdict run in between (two runs of one partition's verdicts,
+    the deploy test's failed run on CI). A NOT_STARTED run older than CREATED_GRACE is taken
+    as killed before it started and blocks nothing (issue 26, item 6)."""
+    from pipelines.runs.run_health import fail_dead_runs
+    from pipelines.runs.runner import run_evaluation
+    from pipelines.sensors import CREATED_GRACE, analysis_tick
+    from resources.catalog.spec import EvaluationSpec
+
+    home, instance = home_instance
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    run_evaluation(EvaluationSpec.from_mapping(json.loads(write_spec(tmp_path).read_text())), lake, instance)
+    assert cli(home, "score", "-e", "qa", "-m", "chrf", "--lake", lake.root, fault="commit.after:runs@2").returncode == 137
+    fail_dead_runs(instance)
+    fp = lake.read("evaluations", where={"name": "qa"}, columns=["fingerprint"])["fingerprint"][0]
+    key = f"qa@{fp[:12]}"
+    job = analysis_definitions(lake).resolve_job_def("analysis_job")
+    pending = instance.create_run_for_job(job, tags={"dagster/partition": key})
+    assert instance.get_run_by_id(pending.run_id).status == dg.DagsterRunStatus.NOT_STARTED
+    requests, state, log = analysis_tick(lake, instance, {})
+    assert requests == [] and f"waiting for run {pending.run_id[:8]}" in " ".join(log)
+    assert CREATED_GRACE.total_seconds() >= 60
+    instance.report_run_failed(pending, "never queued")  # gone: the sensor asks for the verdicts itself
+    requests, state, log = analysis_tick(lake, instance, {})
+    assert [(r.job_name, r.partition_key) for r in requests] == [("analysis_job", key)]
