@@ -9,6 +9,7 @@ Skips with the reason where a service is absent (tests/support/services.py).
 from __future__ import annotations
 
 import json
+import warnings
 
 import polars as pl
 import pytest
@@ -90,7 +91,14 @@ def test_an_evaluation_runs_end_to_end_on_postgres_celery_and_object_storage(inf
     try:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"facetlake/evaluation": "deploy-demo"}))
-        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), _runs_report(instance, runs, infra)
+        # every run ended in success, or failed and was retried by Dagster's run retries (deploy/dagster.yaml
+        # max_retries: 2) with a later attempt that succeeded; a retried failure is reported, not hidden
+        latest = {}
+        for run in sorted(runs, key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp):
+            latest[run.root_run_id or run.run_id] = run
+        assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in latest.values()), _runs_report(instance, runs, infra)
+        if any(r.status != dg.DagsterRunStatus.SUCCESS for r in runs):
+            warnings.warn(f"a run failed and its retry succeeded:\n{_runs_report(instance, runs, infra)}", stacklevel=1)
         jobs = [r.job_name for r in runs]
         # samples, the two pairs, the verdicts (the analysis sensor may add one more verdicts run: idempotent)
         assert jobs.count("samples_job") == 1 and jobs.count("evaluation_job") == 2 and jobs.count("analysis_job") >= 1
