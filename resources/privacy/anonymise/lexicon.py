@@ -135,6 +135,8 @@ ORG_HEAD_WORDS = frozenset(
     tribune gazette herald journal magazine radio television tv broadcasting publishing books markets stores shop
     supermarket mall pharmacy surgery practice chambers associates solicitors lawyers bakeries motors automotive
     aviation airways mining oil gas petroleum chemicals steel foods beverages apparel fashion textile design games
+    diagnostics therapeutics biosciences genomics biotech biologics optics electronics engineering architects
+    surveyors accountants recruitment joinery roofing plumbing haulage removals imports exports supplies rentals
     """.split()
 )
 
@@ -150,6 +152,8 @@ ORG_LEAD_WORDS = frozenset(
     escuela escola scuola école lycée colegio hochschule akademie académie academia museo musée muzeum biblioteca
     bibliothèque teatro théâtre banco caja caisse crédit mutuelle groupe grupo gruppo clínica clinique szpital
     krankenhaus stadtwerke landkreis ayuntamiento municipalidad comune
+    dansk danske norsk norske svensk svenska svenske suomen deutsche deutscher österreichische schweizerische
+    nederlandse polska polskie česká české slovenská eesti latvijas lietuvos íslenska
     """.split()
 )
 
@@ -199,6 +203,14 @@ ORG_WORD_ENDINGS = (
     "egyesület", "társaság", "družstvo", "společnost", "zadruga", "društvo", "kooperativ", "kooperatif", "şirketi",
 )
 
+# Endings that make a compound word an institution's name only as part of a longer word
+# ("Datacenter", "Bildungszentrum", "Metsäpalvelu", "Dagstidning"): on their own they
+# also end place names ("Brooklyn Center"), which ORG_HEAD_WORDS weighs instead.
+ORG_COMPOUND_ENDINGS = (
+    "center", "centre", "zentrum", "centrum", "senter", "palvelu", "palvelut", "tidning", "tidningen", "zeitung",
+    "verlag", "brauerei", "druckerei", "bryggeri", "rederi", "apotheke", "apotek",
+)
+
 # Generic nouns that end the name of a place ("Cobble Creek", "Ōtaki Forks", "Ashcombe Magna").
 PLACE_HEAD_WORDS = frozenset(
     """
@@ -240,7 +252,8 @@ PERSON_POSSESSIONS = frozenset(
     """
     husband wife son daughter brother sister mother father partner cousin uncle aunt niece nephew family children
     child kids parents boss manager deputy lawyer team colleague friend neighbour neighbor phone number flight car
-    truck lorry shop house flat birthday funeral wedding
+    truck lorry shop house flat birthday funeral wedding card cards account wallet purse bag handbag passport
+    luggage suitcase keys bike bicycle dog cat laptop email e-mail letter salary pension appointment diagnosis
     """.split()
 )
 
@@ -326,5 +339,31 @@ ORG_ANY_WORDS = frozenset(
     """
     agro tech pharma bio eco auto telecom invest trans express international global holding holdings industries
     logistik logistics transport transporte trading
+    """.split()
+)
+
+# Trade and institution nouns of other languages that name a business when they open or
+# end a capitalised name of two words or more ("Molino X", "X Tidning", "X Mobilya";
+# Romance names put the noun first, Germanic, Finnish and Turkish names last). Unlike
+# ORG_HEAD_WORDS they count only when no known given name opens the name, since some are
+# also surnames ("Jean Moulin", "Ana Molino"). Hand-collected by meaning (mill, bakery,
+# pharmacy, newspaper, transport, furniture, textiles, water, energy, building, insurance,
+# trade, service), not from the benchmark texts.
+ORG_TRADE_WORDS = frozenset(
+    """
+    molino mulino moulin mühle molen panificio panadería padaria boulangerie bäckerei bakkerij bageri leipomo fırın
+    farmacia pharmacie apotheke apteekki eczane apteka lékárna
+    tidning tidningen avis avisen zeitung krant lehti sanomat gazzetta giornale periódico diario jornal gazeta
+    nautica náutica nautique nautik
+    trasporti transportes transports transporte transport kuljetus liikenne nakliyat doprava spedition
+    mobili muebles móveis meubles möbel meubelen møbler möbler huonekalu mobilya meble
+    tessile tessuti textil textiles tekstil tekstiili textilwerk
+    vesi acqua aguas wasser vatten vand energia energie energi sähkö
+    costruzioni construcciones construções construction bau byggeri bygg rakennus inşaat budownictwo stavby
+    assicurazioni seguros assurances versicherung forsikring försäkring vakuutus sigorta ubezpieczenia
+    commercio comercio commerce handel kauppa ticaret sanayi servizi servicios serviços palvelu palvelut hizmetleri
+    alimentari alimentos alimentaire lebensmittel gıda ristorante restaurante trattoria osteria albergo hostal
+    tipografia imprimerie druckerei drukarnia matbaa editorial edizioni éditions verlag uitgeverij förlag forlag
+    cantiere astillero chantier werft varvet verft telecomunicazioni telecomunicaciones
     """.split()
 )

@@ -47,6 +47,31 @@ def _person_verb(word: str) -> bool:
 
 
 _STRONG_PLACE_PREPOSITIONS = frozenset({"in", "near", "outside", "inside", "around", "across", "through", "into"})
+# prepositions that make a name the complement of a noun before it ("the mayor of X said"):
+# a verb after the name has that noun as its subject, not the name
+_COMPLEMENT_PREPOSITIONS = frozenset({"of", "in", "at", "from", "near", "for"})
+
+
+def trade_name(lowered: list[str], given_first: bool) -> bool:
+    """Whether a name of two words or more opens or ends with a trade or institution noun
+    of another language (:data:`resources.privacy.anonymise.lexicon.ORG_TRADE_WORDS`:
+    "Molino Alpino", "Västkust Tidning", "Demirel Mobilya") and no known given name opens it.
+
+    ``lowered``: the name's words in lower case, punctuation stripped; ``given_first``:
+    whether a known given name opens it ("Ana Molino" is a person). Never raises.
+    """
+    return len(lowered) >= 2 and not given_first and (lowered[0] in lex.ORG_TRADE_WORDS or lowered[-1] in lex.ORG_TRADE_WORDS)
+
+
+def surname_comma_given(text: str, start: int, end: int) -> bool:
+    """Whether the word ``text[start:end]`` is a surname written before a given name
+    ("Schneider, Katharina (born …)"): a comma, then a known given name
+    (:func:`_given`) that no further capitalised word follows.
+
+    ``start``/``end``: character offsets of one word in ``text``. Never raises.
+    """
+    m = re.match(rf",\s+([{_UP}][\w'’-]+)(?!\s+[{_UP}])", text[end : end + 40])
+    return bool(m) and _given(m.group(1).lower()) and m.group(1).lower() not in lex.AMBIGUOUS_GIVEN_NAMES
 _STREET_WORDS = frozenset(w.rstrip(".") for w in lex.STREET_SUFFIXES) | {"Straße", "Strasse", "Allee", "Gasse", "Platz", "Weg"}
 
 
@@ -139,6 +164,8 @@ class NERRecogniser:
         chunks = [c for c in spans_mod.name_chunks(text, propn, keep={a for a, _, _, _ in spans}) if c not in other]
         for start, end, kind, _ in spans:
             for a, b in spans_mod.repair(text, start, end, chunks):
+                if " " not in text[a:b] and spans_mod.Dictionary.is_stop(text[a:b]):
+                    continue  # a lone stop or label word is no name ("IBAN GB82 …", "Il signor …")
                 vote(a, b, kind, 1.0)
         from_model = set(votes)
         rule_streets = []
@@ -216,13 +243,14 @@ class NERRecogniser:
             if given_first:
                 box["PERSON"] += 2.0
             known_org = span.lower() in lex.KNOWN_ORGANIZATIONS and (len(span) > 4 or span.isupper())  # WHO, not "Who"
-            institutional = lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS
+            institutional = lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
             if institutional or known_org:
                 box["ORGANIZATION"] += 3.0
             box["ORGANIZATION"] += spans_mod.organisation_evidence(words)
             place = fold(span) in place_names()
-            if place:
-                box["LOCATION"] += 2.5
+            if place:  # a listed place that an institution word opens ("Hôpital Saint-Louis") is mostly the institution;
+                # not one that ends with it ("Brooklyn Center", "Falls Church" are towns)
+                box["LOCATION"] += 1.5 if lowered[0] in lex.ORG_LEAD_WORDS or lowered[0] in lex.ORG_TRADE_WORDS else 2.5
             if prev in _STRONG_PLACE_PREPOSITIONS:
                 box["LOCATION"] += 1.5
             elif prev == "from":
@@ -237,10 +265,15 @@ class NERRecogniser:
             for kind, weight in spans_mod.shape_evidence(words, given_first).items():
                 box[kind] += 0.0 if institutional else weight
             after = re.match(r"(?:\s+(?:has|had|have|was|is|will|would|also|then|now|later|still|never|often|always|once|has been|had been))*\s+([\w-]+)", text[end : end + 40])
-            if after and _person_verb(after.group(1)):
-                box["PERSON"] += 1.5
+            if after and _person_verb(after.group(1)) and prev not in _COMPLEMENT_PREPOSITIONS:
+                box["PERSON"] += 1.5  # not "the council of Little Hadham thanked": the council thanked
+            before_comma = re.search(rf"([{_UP}][\w'’-]*),\s+$", text[max(0, start - 40) : start])
+            if len(words) == 1 and not place and (surname_comma_given(text, start, end) or (
+                    before_comma and surname_comma_given(text, start - len(before_comma.group()), start - len(before_comma.group()) + len(before_comma.group(1))))):
+                box["PERSON"] += 3.0  # "Schneider, Katharina": a surname before a given name, and the given name
+            place_shape = len(words) >= 2 and (lowered[0] in lex.PLACE_LEAD_WORDS or lowered[-1] in lex.PLACE_HEAD_WORDS)
             if (len(words) in (2, 3, 4) and not institutional and not street and prev not in _STRONG_PLACE_PREPOSITIONS
-                    and not place and all(w[:1].isupper() for w in words)
+                    and not place and not place_shape and all(w[:1].isupper() for w in words)
                     and not (spans_mod.Dictionary.head_noun(lowered[-1]) and not spans_mod.is_place(lowered[-1]))):
                 box["PERSON"] += 1.25  # two to four capitalised words, no institution word, not a place: mostly a person
             if not any(box.values()):  # a name with no evidence of its type is still a name

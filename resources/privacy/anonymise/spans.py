@@ -36,6 +36,7 @@ _STOP_EXTRA = frozenset(
     i i'm i've i'd i'll monday tuesday wednesday thursday friday saturday sunday january february march april may june
     july august september october november december mr mrs ms dr prof sir madam mx miss dear hi hello regards thanks
     cheers subject re fwd from to cc attendees attendance minutes note ok yes no
+    iban bic swift vat tel fax login il gli
     """.split()
 )
 _PARTICLE_SPLIT = frozenset(lex.NAME_PARTICLES) | {"of", "for", "&"}
@@ -369,14 +370,17 @@ def person_evidence(text: str, start: int, end: int) -> float:
 
 
 def organisation_evidence(words: list[str]) -> float:
-    """ORGANIZATION votes from the words of a span: a legal form ("Kft", "A/S") or an
-    institution word ending ("Stadtwerke", "Volksbank") (4)."""
+    """ORGANIZATION votes from the words of a span: a legal form ("Kft", "A/S"), an
+    institution word ending ("Stadtwerke", "Volksbank"), or a compound that ends with an
+    institution word ("Datacenter", "Metsäpalvelu"; not "Center" alone) (4)."""
     for w in words:
         core = w.strip(".,;:")
         if core in lex.ORG_LEGAL_FORMS or core.rstrip(".") in lex.ORG_LEGAL_FORMS:
             return 4.0
         folded = fold(core)
         if any(folded.endswith(e) and len(folded) >= len(e) for e in lex.ORG_WORD_ENDINGS):
+            return 4.0
+        if any(folded.endswith(fold(e)) and len(folded) > len(e) + 2 for e in lex.ORG_COMPOUND_ENDINGS):
             return 4.0
     return 0.0
 
