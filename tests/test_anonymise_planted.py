@@ -41,16 +41,18 @@ def test_recall_of_every_type_on_the_held_out_planted_texts(ner):
     """Issue 26's goal is recall >= 0.95 for every type (typed: a replacement counts when
     it overlaps the planted span with its type), every mention of a detected entity
     replaced, and no replacement covering a word outside the planted spans. Measured once
-    on the held-out part: PERSON 0.958, LOCATION 0.951, ORGANIZATION 0.854 (an
-    organisation named without an institution word, "Kainuun Liikenne", is typed a person:
-    masked all the same, hence "masked" 0.992); one entity of 51 mentioned twice kept a
-    mention. The goal holds for PERSON and LOCATION; ORGANIZATION is held to what it
-    measured (docs/privacy.md). Precision is held too, so recall is not bought with it."""
+    on the held-out part: PERSON 0.958, LOCATION 0.951, ORGANIZATION 0.854 (organisations
+    named without an institution word were typed as persons: masked all the same, hence
+    "masked" 0.992); one entity of 51 mentioned twice kept a mention. After the
+    non-English trade words and place-shape fixes (tuned on the ner set and dev/dev2 only)
+    it measures ORGANIZATION 0.878 at precision 0.878, PERSON precision 0.935. The goal
+    holds for PERSON and LOCATION recall; ORGANIZATION is held to what it measured
+    (docs/privacy.md), short of 0.95. Precision is held too, so recall is not bought with it."""
     bench_pii, pii_texts = _bench()
     data = pii_texts.planted_labelled("heldout")
     assert len(data) >= 60 and sum(len(g) for _, g in data) >= 240
     result = bench_pii.evaluate(ner, data)
-    goal = {"PERSON": 0.95, "LOCATION": 0.95, "ORGANIZATION": 0.85}  # ORGANIZATION: measured, short of 0.95
+    goal = {"PERSON": 0.95, "LOCATION": 0.95, "ORGANIZATION": 0.87}  # ORGANIZATION: measured 0.878, short of 0.95
     for kind, n in result["n_gold"].items():
         if n:
             assert result["recall"][kind] >= goal.get(kind, 1.0), (kind, result["recall"][kind])
@@ -61,18 +63,82 @@ def test_recall_of_every_type_on_the_held_out_planted_texts(ner):
 
 
 def test_the_tuning_parts_and_the_earlier_sets_hold_too(ner):
-    """On the parts it was tuned on, PERSON and LOCATION reach the goal and organisations
-    0.938 (dev) and 0.902 (dev2); every detected entity has every mention replaced, nothing
-    is swallowed; issue 16's targets still hold on its set."""
+    """On the parts it was tuned on every type reaches the goal (measured: dev PERSON
+    0.994, LOCATION 0.991, ORGANIZATION 0.985; dev2 1.000, 0.988, 0.976; precision 0.976 or
+    more), every detected entity has every mention replaced, nothing is swallowed."""
     bench_pii, pii_texts = _bench()
-    for part, floor in (("dev", {"ORGANIZATION": 0.93}), ("dev2", {"ORGANIZATION": 0.90})):
+    for part in ("dev", "dev2"):
         result = bench_pii.evaluate(ner, pii_texts.planted_labelled(part))
-        for kind in NER_TYPES:
-            assert result["recall"][kind] >= floor.get(kind, 0.95), (part, kind, result["recall"][kind])
+        for kind, n in result["n_gold"].items():
+            if n:
+                assert result["recall"][kind] >= 0.95, (part, kind, result["recall"][kind], result["misses"])
+                assert result["precision"][kind] >= 0.95, (part, kind, result["precision"][kind], result["false"])
         assert result["all_mentions"] == 1.0 and result["swallowed"] == [], (part, result["partial"], result["swallowed"])
-    earlier = bench_pii.evaluate(ner, pii_texts.ner_labelled())  # issue 16's targets
-    assert earlier["recall"]["PERSON"] >= 0.95 and earlier["recall"]["LOCATION"] >= 0.90 and earlier["recall"]["ORGANIZATION"] >= 0.90
-    assert min(earlier["precision"][t] for t in NER_TYPES) >= 0.95, earlier["precision"]
+
+
+def test_every_type_reaches_the_goal_on_the_ner_set(ner):
+    """Issue 26's goal on issue 16's ner set (benchmarks/pii_texts.py, 44 texts: 111
+    persons, 83 places, 56 organisations; bench_pii.py's set 'ner'): recall >= 0.95 at
+    precision >= 0.95 for every type. Before the fixes: ORGANIZATION 0.911 (Italian,
+    Portuguese, Swedish and Danish trade words, "Hôpital …" listed as a place) and LOCATION
+    0.988 ("Little Hadham" typed a person); now 1.000 each. The texts are unchanged; the
+    fixes were made looking at their misses, so 'holdout' and planted 'heldout' are the
+    sets that were not looked at."""
+    bench_pii, pii_texts = _bench()
+    result = bench_pii.evaluate(ner, pii_texts.ner_labelled())
+    assert result["n_gold"]["PERSON"] == 111 and result["n_gold"]["LOCATION"] == 83 and result["n_gold"]["ORGANIZATION"] == 56
+    for kind in NER_TYPES:
+        assert result["recall"][kind] >= 0.95, (kind, result["recall"][kind], result["misses"])
+        assert result["precision"][kind] >= 0.95, (kind, result["precision"][kind], result["false"])
+    assert result["all_mentions"] == 1.0 and result["consistent"] == 1.0 and result["swallowed"] == []
+    assert [line for line, met in bench_pii.target_lines(result) if not met] == []
+    dev = bench_pii.evaluate(ner, pii_texts.labelled())  # every deterministic type is planted there
+    for kind, n in dev["n_gold"].items():
+        if n and kind not in NER_TYPES:
+            assert dev["recall"][kind] == 1.0 and dev["precision"][kind] == 1.0, kind
+
+
+def test_the_bench_says_not_met_when_a_target_is_missed():
+    bench_pii, _ = _bench()
+    kinds = bench_pii.ENTITY_TYPES
+    result = {"n_gold": {t: (3 if t in ("PERSON", "ORGANIZATION", "IBAN_CODE") else 0) for t in kinds},
+              "recall": {t: 1.0 for t in kinds}, "precision": {t: 1.0 for t in kinds}}
+    result["recall"]["ORGANIZATION"] = 0.94
+    result["precision"]["IBAN_CODE"] = float("nan")
+    lines = bench_pii.target_lines(result)
+    assert [(line.split()[0], met) for line, met in lines] == [("IBAN_CODE", False), ("PERSON", True), ("ORGANIZATION", False)]
+    assert all(line.endswith("NOT met") != met for line, met in lines)
+    assert bench_pii.TARGETS == {t: 0.95 for t in kinds} and bench_pii.PRECISION_TARGET == 0.95
+
+
+@pytest.mark.parametrize(("text", "sent"), [
+    # a trade word of another language opening or ending a name, repeated mention included
+    ("Yesterday Kofi Asante ordered bread from Panificio Lucchese. Asante pays Panificio Lucchese monthly.",
+     "Yesterday [PERSON_1] ordered bread from [ORGANIZATION_1]. [PERSON_1] pays [ORGANIZATION_1] monthly."),
+    ("The clinic wrote to Tavira Nautica and to Koskelan Liikenne about Pertti Koskela.",
+     "The clinic wrote to [ORGANIZATION_1] and to [ORGANIZATION_2] about [PERSON_1]."),
+    # ... but not after a known given name: a surname that is also a trade word
+    ("The report was signed by Ana Molino in Quito.", "The report was signed by [PERSON_1] in [LOCATION_1]."),
+    # a compound ending in an institution word, and a national adjective opening a name
+    ("Ingvild Aasen reported the outage to Ostsee Bildungszentrum on Monday.",
+     "[PERSON_1] reported the outage to [ORGANIZATION_1] on Monday."),
+    ("Svenska Kvarnbolaget hired Maud Ekström as its buyer.", "[ORGANIZATION_1] hired [PERSON_1] as its buyer."),
+    # "Center" alone still ends a town's name
+    ("Kwabena Osei opened a shop in Brooklyn Center.", "[PERSON_1] opened a shop in [LOCATION_1]."),
+    # a listed place opened by an institution word is the institution
+    ("Fatima Sow was referred to Hôpital Principal de Dakar.", "[PERSON_1] was referred to [ORGANIZATION_1]."),
+    # a place word opening a name, and a verb after "of X" whose subject is the noun before
+    ("The mayor of Nether Stowbridge thanked Ifeoma Chukwuma for the donation.",
+     "The mayor of [LOCATION_1] thanked [PERSON_1] for the donation."),
+    # a possessive before a belonging, and "Surname, Given"
+    ("Ifunanya said that Ifunanya's passport was stolen in Kumasi.", "[PERSON_1] said that [PERSON_1]'s passport was stolen in [LOCATION_1]."),
+    ("Kowalski, Agnieszka (born in Łódź) signed the form.", "[PERSON_1], [PERSON_2] (born in [LOCATION_1]) signed the form."),
+    # a label word before a number is no name
+    ("Payment to IBAN DE44 5001 0517 5407 3249 31 failed.", "Payment to IBAN [IBAN_CODE_1] failed."),
+])
+def test_organisation_and_place_cues_on_fresh_sentences(ner, text, sent):
+    """Each rule added for the ner set's misses, on sentences in no benchmark text."""
+    assert ner.anonymise(text).text == sent
 
 
 @pytest.mark.parametrize(("text", "sent"), [

@@ -147,7 +147,7 @@ def test_recall_and_precision_targets_on_the_planted_set():
         sys.path.remove(str(BENCH))
     anonymiser = build_anonymiser(["ner"])
     result = evaluate(anonymiser, ner_labelled())
-    assert result["recall"]["PERSON"] >= 0.95 and result["recall"]["LOCATION"] >= 0.90 and result["recall"]["ORGANIZATION"] >= 0.90, result["recall"]
+    assert min(result["recall"][t] for t in ("PERSON", "LOCATION", "ORGANIZATION")) >= 0.95, result["recall"]  # issue 26's goal
     assert min(result["precision"][t] for t in ("PERSON", "LOCATION", "ORGANIZATION")) >= 0.95, result["precision"]
     assert result["consistent"] == 1.0 and result["masked"] >= 0.97
     held = evaluate(anonymiser, holdout_labelled())
