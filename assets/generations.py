@@ -19,6 +19,7 @@ from resources.backends import BackendError, GenerationRequest, GenerationResult
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.backends.planning import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake.resource import LakeStore
+from resources.privacy.ledger import reconcile_intents
 from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 from assets.lease_scope import lease_scope
@@ -84,6 +85,13 @@ def generations(
     started = utcnow()
     t_start = time.perf_counter()
     model, fingerprint = partition_parts(context)
+    # intents an earlier (crashed) run of this partition left open, settled from what it stored;
+    # the lease is held, so no other run of the partition is sending (issue 26, fault 6)
+    reconciled = reconcile_intents(lake, fingerprint, model)
+    if reconciled:
+        context.log.info(f"{model}: outbound ledger intents of earlier runs settled: "
+                         + ", ".join(f"{n} {status}" for status, n in sorted(reconciled.items())))
+    ledger_meta = {f"ledger_reconciled_{status}": n for status, n in reconciled.items()}
     spec = evaluation_spec(lake, fingerprint)
     dataset = evaluation_row(lake, fingerprint)["dataset"]
     spec_string = model_spec(lake, model, fingerprint)
@@ -108,7 +116,7 @@ def generations(
                 "fingerprint": fingerprint, "model": model, "backend": backend.kind, "reused": True,
                 "reused_from_run": reused["run_id"], "dagster/row_count": reused["rows"], "n_error": reused["n_error"],
                 "n_ok": reused["rows"] - reused["n_error"], "n_generated": 0, "delta_version": lake.version("generations"),
-                "model_identity": dg.MetadataValue.json(backend.identity()), **ids,
+                "model_identity": dg.MetadataValue.json(backend.identity()), **ids, **ledger_meta,
             })
     plan = plan_generation(lake, model, fingerprint, spec_string, backend.kind, requests, config.regenerate, config.retry_errors)
     batch_size = max(1, int(spec.runtime.get("write_batch_size", 16))) if live else max(1, len(requests))
@@ -198,6 +206,7 @@ def generations(
             "performance": dg.MetadataValue.json(perf),
             "delta_version": version,
             **ids,
+            **ledger_meta,
         }
     )
 
