@@ -15,10 +15,11 @@ from assets.catalog import PAIR_SIDE_TABLES
 from assets.common import load_samples, partition_parts, record_run
 from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.prompting.adapters import AdapterError, make_adapter
-from resources.backends import GenerationRequest, GenerationResult, ModelBackends
+from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.backends.planning import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake.resource import LakeStore
+from resources.privacy.ledger import reconcile_intents
 from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 from assets.lease_scope import lease_scope
@@ -84,12 +85,20 @@ def generations(
     started = utcnow()
     t_start = time.perf_counter()
     model, fingerprint = partition_parts(context)
+    # intents an earlier (crashed) run of this partition left open, settled from what it stored;
+    # the lease is held, so no other run of the partition is sending (issue 26, fault 6)
+    reconciled = reconcile_intents(lake, fingerprint, model)
+    if reconciled:
+        context.log.info(f"{model}: outbound ledger intents of earlier runs settled: "
+                         + ", ".join(f"{n} {status}" for status, n in sorted(reconciled.items())))
+    ledger_meta = {f"ledger_reconciled_{status}": n for status, n in reconciled.items()}
     spec = evaluation_spec(lake, fingerprint)
     dataset = evaluation_row(lake, fingerprint)["dataset"]
     spec_string = model_spec(lake, model, fingerprint)
     backend = backends.backend_for(spec_string, spec.runtime)
     refuse_if_offline("backend", spec_string, backend.locality)  # before any client or socket
     samples = load_samples(lake, fingerprint)
+    ids = _check_output_ids(context, backend, model, samples)
     adapter = make_adapter(spec.adapter, samples)
     requests, failed = [], []
     for sample in samples:
@@ -107,7 +116,7 @@ def generations(
                 "fingerprint": fingerprint, "model": model, "backend": backend.kind, "reused": True,
                 "reused_from_run": reused["run_id"], "dagster/row_count": reused["rows"], "n_error": reused["n_error"],
                 "n_ok": reused["rows"] - reused["n_error"], "n_generated": 0, "delta_version": lake.version("generations"),
-                "model_identity": dg.MetadataValue.json(backend.identity()),
+                "model_identity": dg.MetadataValue.json(backend.identity()), **ids, **ledger_meta,
             })
     plan = plan_generation(lake, model, fingerprint, spec_string, backend.kind, requests, config.regenerate, config.retry_errors)
     batch_size = max(1, int(spec.runtime.get("write_batch_size", 16))) if live else max(1, len(requests))
@@ -196,8 +205,32 @@ def generations(
             "cost_currency": cost["currency"] if cost else "no price table",
             "performance": dg.MetadataValue.json(perf),
             "delta_version": version,
+            **ids,
+            **ledger_meta,
         }
     )
+
+
+def _check_output_ids(context: dg.AssetExecutionContext, backend, model: str, samples: list) -> dict[str, int]:
+    """Compare a precomputed outputs file's sample ids with the stored samples' (issue 26,
+    fault 8): none matching is a ``dg.Failure`` before anything is written (the file and
+    the fix named); a partial match is logged as a warning and scored on the matching
+    samples (ids only in the file are ignored, samples without an output are error rows,
+    unscored). Returns the counts for the materialisation metadata (empty for other backends)."""
+    match_ids = getattr(backend, "match_ids", None)
+    if match_ids is None:
+        return {}
+    try:
+        match = match_ids([s.sample_id for s in samples])
+    except BackendError as exc:
+        raise dg.Failure(f"model {model}: {exc}") from None
+    if match is None:
+        return {}
+    if match.message():
+        # a CLI run printed this warning when it registered the evaluation (pipelines/runs/register.py)
+        cli = str(context.run.tags.get("facetlake/source", "")).startswith("cli")
+        (context.log.info if cli else context.log.warning)(f"model {model}: {match.message()}")
+    return {"n_unknown_output_ids": len(match.unknown), "n_samples_without_output": len(match.missing)}
 
 
 def _unchanged_outputs(lake: LakeStore, model: str, fingerprint: str, spec_string: str, identity: dict,

@@ -85,6 +85,8 @@ def _check(result: dict, seen: Counter, label: str) -> None:
     assert result["summary_n_total"] == {"exact_match": N, "token_f1": N}, label
     missing = seen - Counter(result["ledger_text_sha256"])
     assert not missing, f"{label}: {sum(missing.values())} request(s) the server saw are not in the ledger"
+    # the recovery run settled the killed run's open intents from what it stored (issue 26, fault 6)
+    assert result["ledger_status"].get("intent", 0) == 0, (label, result["ledger_status"])
     assert result["runs_in_progress"] == 0, label
     assert result["export_anchored"] and result["export_verified"], (label, result["export_problems"])
 

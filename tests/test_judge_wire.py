@@ -139,6 +139,16 @@ def test_pairwise_command_runs_over_the_stored_run(server, judge_spec, two_model
     detail = json.loads(rows["detail"][0])
     assert isinstance(detail["raw_reply_ab"], str) and "error" in detail
 
+    # --format json: only the win-rate rows on stdout (the cached verdicts: nothing paid again)
+    before = len(server.requests)
+    piped = runner.invoke(app, ["pairwise", "--judge", judge_spec, "--lake", lake.root, "--format", "json"])
+    assert piped.exit_code == 0, piped.output
+    rates = json.loads(piped.stdout)
+    assert {r["model"] for r in rates} == {"ref", "sys"} and {r["fingerprint"] for r in rates} == {resolved.fingerprint[:12]}
+    assert all(r["games"] == 0 and r["errors"] == 3 and r["win_rate"] is None for r in rates)  # numbers, null when undefined
+    assert "position bias" in piped.stderr and "win rates" not in piped.output
+    assert len(server.requests) == before
+
 
 def test_stability_pays_every_repeat(server, judge_spec, two_model_lake):
     lake, _ = two_model_lake
@@ -148,7 +158,7 @@ def test_stability_pays_every_repeat(server, judge_spec, two_model_lake):
                                  "--lake", lake.root, "--format", "json"])
     assert result.exit_code == 0, result.output
     assert len(server.requests) - before == 2 * 2  # 2 repeats x 2 samples, no cache
-    row = json.loads(result.output)[0]
+    row = json.loads(result.stdout)[0]
     assert row["metric"] == "context_relevance" and row["repeats"] == 2 and row["max_error"] == 2
     assert row["sigma_of_means"] is None  # nothing scored: undefined, not 0
 
@@ -157,10 +167,9 @@ def test_halueval_meta_eval_path(server, judge_spec):
     result = runner.invoke(app, ["meta-eval", "halueval", "--judge", judge_spec, "--limit", "3",
                                  "--param", "max_attempts=1", "--format", "json"])
     assert result.exit_code == 0, result.output
-    payload = json.loads(result.output[: result.output.index("]") + 1])
-    row = payload[0]
+    (row,) = json.loads(result.stdout)  # stdout holds only the row; the notes are on stderr
     assert row["rows"] == 3 and row["error"] == 3 and row["auroc_hallucination"] is None
-    assert "AUROC undefined" in result.output and "raw reply" in result.output
+    assert "AUROC undefined" in result.stderr and "raw reply" in result.stderr
 
 
 def test_local_hf_judge_through_the_backend_is_local_and_errors_keep_raw_text():

@@ -14,20 +14,25 @@ from pipelines.cli.common import console, fail, print_frame
 ORACLE_LABELS = {"episode_pass": "reward", "action_match": "actions", "outputs_match": "outputs", "policy_compliance": "policy"}
 
 
-def pass_k_table(summary: pl.DataFrame, oracle: str | None = None) -> pl.DataFrame:
+def pass_k_table(summary: pl.DataFrame, oracle: str | None = None, numbers: bool = False) -> pl.DataFrame:
     """One row per model x oracle x k: pass^k and pass@k with their 95% bootstrap intervals
-    over tasks, eligible and excluded tasks (from ``episode_summary`` rows of kind pass_k)."""
+    over tasks, eligible and excluded tasks (from ``episode_summary`` rows of kind pass_k).
+
+    ``numbers`` (``episodes --format csv|json``): each interval as two number columns
+    (``pass^k 95% CI low`` and ``... high``) instead of one ``[low, high]`` text."""
     rows = summary.filter(pl.col("kind") == "pass_k")
     if oracle:
         rows = rows.filter(pl.col("oracle") == oracle)
 
-    def ci(lo: float | None, hi: float | None) -> str:
-        return "∅" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
+    def ci(name: str, lo: float | None, hi: float | None) -> dict:
+        if numbers:
+            return {f"{name} 95% CI low": lo, f"{name} 95% CI high": hi}
+        return {f"{name} 95% CI": "∅" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"}
 
     return pl.DataFrame([
         {"model": r["model"], "oracle": r["oracle"], "k": r["k"], "pass^k": r["pass_hat_k"],
-         "pass^k 95% CI": ci(r["pass_hat_k_low"], r["pass_hat_k_high"]), "pass@k": r["pass_at_k"],
-         "pass@k 95% CI": ci(r["pass_at_k_low"], r["pass_at_k_high"]), "tasks": r["n_tasks"], "excluded (< k trials)": r["n_excluded"]}
+         **ci("pass^k", r["pass_hat_k_low"], r["pass_hat_k_high"]), "pass@k": r["pass_at_k"],
+         **ci("pass@k", r["pass_at_k_low"], r["pass_at_k_high"]), "tasks": r["n_tasks"], "excluded (< k trials)": r["n_excluded"]}
         for r in rows.sort(["model", "oracle", "k"]).iter_rows(named=True)
     ])
 

@@ -8,7 +8,9 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli.common import CONFIG_DIR, EvaluationOption, LakeOption, console, fail, open_lake
+from pipelines.cli.common import (
+    CONFIG_DIR, EvaluationOption, FormatOption, LakeOption, OutputFormat, console, fail, machine, open_lake, print_frame,
+)
 from pipelines.cli.run import run_specs
 
 app = typer.Typer(rich_markup_mode="markdown")
@@ -54,6 +56,8 @@ def episodes_cmd(
     fingerprint: str = EvaluationOption(required=True, help="An agent evaluation: its name (or a unique prefix), a fingerprint, or name@fp12."),
     oracle: str = typer.Option("episode_pass", help="Pass/fail score that the headline and per-task tables use: episode_pass, action_match, outputs_match, policy_compliance."),
     tasks: bool = typer.Option(True, "--tasks/--no-tasks", help="Print the per-task table."),
+    format: OutputFormat = FormatOption("table, csv or json. csv and json print only the pass^k / pass@k rows (every oracle, "
+                                        "each 95% CI as low and high numbers) on stdout."),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Print an agent evaluation's pass^k / pass@k per oracle and k, per-task outcomes, task-paired comparisons, consistency and the most often wrong actions."""
@@ -70,6 +74,14 @@ def episodes_cmd(
         fp = evaluation_row(store, fingerprint)["fingerprint"]
     except CatalogError as exc:
         fail(str(exc))
+    if machine(format):
+        from pipelines.cli.agent_tables import pass_k_table
+
+        summary = store.read("episode_summary", where={"fingerprint": fp})
+        if summary.height == 0:
+            fail(f"no episode_summary rows for {fp[:12]}; run `facetlake run CONFIG` on an episodes evaluation first")
+        print_frame(pass_k_table(summary, numbers=True), format)
+        return
     print_agent_results(store, fp, show_tasks=tasks, oracle=oracle)
 
 

@@ -14,7 +14,9 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli.common import EvaluationOption, LakeOption, console, err, fail, open_lake, print_frame, refresh_stale_verdicts
+from pipelines.cli.common import (
+    EvaluationOption, FormatOption, LakeOption, OutputFormat, console, err, fail, open_lake, print_frame, refresh_stale_verdicts,
+)
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -219,7 +221,7 @@ def keygen(
 
 
 @app.command()
-def profiles() -> None:
+def profiles(format: OutputFormat = FormatOption()) -> None:
     """List practitioner profiles (shipped and from $FACETLAKE_PROFILES): dimensions, metrics, output form."""
     import polars as pl
 
@@ -228,7 +230,7 @@ def profiles() -> None:
     rows = [{"profile": p.name, "dimensions": ", ".join(p.dimensions), "metrics": ", ".join(p.metrics),
              "judged (with a judge)": ", ".join(p.judged_metrics), "output": p.form, "file": p.source}
             for p in list_profiles().values()]
-    print_frame(pl.DataFrame(rows), title="practitioner profiles")
+    print_frame(pl.DataFrame(rows), format, title="practitioner profiles")
 
 
 @app.command()

@@ -91,6 +91,29 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+FORMAT_HELP = ("table, csv or json. csv and json print only the rows on stdout (json: a list of objects, numbers as "
+               "numbers; csv: a header row); notes go to stderr.")
+
+
+def FormatOption(help: str = FORMAT_HELP):  # noqa: N802 - reads like the other typer options
+    """The ``--format/-f table|csv|json`` option of every listing command (``sql``,
+    ``evaluations``, ``compare``, ``metrics``, ...): with csv or json, stdout holds only the
+    rows (:func:`print_frame`) and a command's other lines go to :func:`notes`' stream."""
+    return typer.Option(OutputFormat.table, "--format", "-f", help=help, case_sensitive=False)
+
+
+def machine(fmt: OutputFormat) -> bool:
+    """Whether ``fmt`` is machine-readable (csv or json): only the rows go to stdout."""
+    return fmt is not OutputFormat.table
+
+
+def notes(fmt: OutputFormat) -> Console:
+    """Where a listing command prints its other lines (titles of extra sections, hints,
+    "wrote FILE", gate messages): stdout beside a table, stderr with csv/json so that stdout
+    parses as the rows alone."""
+    return err if machine(fmt) else console
+
+
 def show_flags_as_flags() -> None:
     """Make ``--help`` show boolean flags (``--offline``, ``--help``) without a ``<bool>`` type.
 
@@ -158,9 +181,29 @@ def print_frame(frame, fmt: OutputFormat = OutputFormat.table, title: str | None
         sys.stdout.write(_jsonable_nested(frame).write_csv())
         return
     if fmt is OutputFormat.json:
-        sys.stdout.write(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n")
+        sys.stdout.write(json_rows(frame) + "\n")
         return
     print_table(frame, title)
+
+
+def _finite(value):
+    """``value`` with NaN and infinities as None (JSON has neither), inside lists and dicts too."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def json_rows(frame) -> str:
+    """``frame`` as a JSON array of row objects: numbers stay numbers (NaN becomes null),
+    dates and times are ISO text."""
+    def other(v):  # noqa: ANN001, ANN202
+        return v.isoformat() if hasattr(v, "isoformat") else str(v)
+
+    return json.dumps([_finite(r) for r in frame.to_dicts()], default=other, ensure_ascii=False, indent=1)
 
 
 OUT_SUFFIXES = (".parquet", ".csv", ".json")
@@ -181,7 +224,7 @@ def write_frame(frame, path: Path) -> str:
     elif suffix == ".csv":
         _jsonable_nested(frame).write_csv(path)
     else:
-        path.write_text(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        path.write_text(json_rows(frame) + "\n", encoding="utf-8")
     plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")  # noqa: E731
     return f"wrote {plural(frame.height, 'row')} x {plural(frame.width, 'column')} to {path}"
 
@@ -202,10 +245,12 @@ def cells(frame) -> tuple[list[str], list[list[str]]]:
     return list(frame.columns), [[text(v) for v in row] for row in frame.iter_rows()]
 
 
-def print_table(frame, title: str | None = None) -> None:
+def print_table(frame, title: str | None = None, out: Console | None = None) -> None:
     """A table that fits the terminal: compact borders; when even that is wider than the
     terminal, one record per row (``column  value`` lines) instead of cells broken over
-    lines. Everything is shown literally (never read as rich markup)."""
+    lines. Everything is shown literally (never read as rich markup). Printed on ``out``
+    (default stdout)."""
+    screen = out or console
     from rich import box
     from rich.measure import Measurement
     from rich.table import Table
@@ -218,19 +263,19 @@ def print_table(frame, title: str | None = None) -> None:
     for row in rows:
         table.add_row(*[Text(v) for v in row])
     if title:
-        console.print(Text(title, style="bold"))  # wrapped at the terminal's width
-    if Measurement.get(console, console.options.update(max_width=100_000), table).maximum <= console.width:
-        console.print(table)
+        screen.print(Text(title, style="bold"))  # wrapped at the terminal's width
+    if Measurement.get(screen, screen.options.update(max_width=100_000), table).maximum <= screen.width:
+        screen.print(table)
         return
     key_width = max(len(h) for h in header)
     for n, row in enumerate(rows, 1):
-        console.print(Text(f"── {n} " + "─" * max(0, min(console.width, 40) - len(str(n)) - 4), style="dim"))
+        screen.print(Text(f"── {n} " + "─" * max(0, min(screen.width, 40) - len(str(n)) - 4), style="dim"))
         record = Table.grid(padding=(0, 2))
         record.add_column(no_wrap=True, style="bold", min_width=key_width)
         record.add_column(overflow="fold")  # a long value wraps under itself, within the terminal
         for column, value in zip(header, row):
             record.add_row(Text(column), Text(value))
-        console.print(record)
+        screen.print(record)
 
 
 def first_sentence(doc: str | None) -> str:
@@ -245,24 +290,25 @@ def first_sentence(doc: str | None) -> str:
 
 
 
-def report_refreshed(lake, refreshed) -> None:
+def report_refreshed(lake, refreshed, out: Console | None = None) -> None:
     """One line per evaluation whose verdicts a command found older than its scores and
-    recomputed (``refreshed``: fingerprint -> verdict assets)."""
+    recomputed (``refreshed``: fingerprint -> verdict assets), on ``out`` (default stdout)."""
     from resources.catalog import evaluation_row
 
     for fp, assets in refreshed.items():
-        console.print(f"{evaluation_row(lake, fp)['name']}: verdicts older than its scores ({', '.join(assets)}; a run stopped "
+        (out or console).print(f"{evaluation_row(lake, fp)['name']}: verdicts older than its scores ({', '.join(assets)}; a run stopped "
                       "before them?) recomputed", markup=False, highlight=False)
 
 
-def refresh_stale_verdicts(lake, fingerprints) -> dict[str, list[str]]:
+def refresh_stale_verdicts(lake, fingerprints, out: Console | None = None) -> dict[str, list[str]]:
     """Before a command reads verdicts (``compare``, ``report``, ``export``): recompute those
     of the given evaluations (64-hex fingerprints) that are older than their scores, saying
     so (:func:`report_refreshed`), so no command shows a verdict older than the scores it
     summarises (pipelines/runs/runner.py ``refresh_verdicts``; history and archived evaluations
-    are left as stored). Returns fingerprint -> verdict assets recomputed."""
+    are left as stored). The lines go to ``out`` (default stdout). Returns fingerprint ->
+    verdict assets recomputed."""
     from pipelines.runs.runner import refresh_verdicts
 
     refreshed = refresh_verdicts(lake, fingerprints)
-    report_refreshed(lake, refreshed)
+    report_refreshed(lake, refreshed, out)
     return refreshed

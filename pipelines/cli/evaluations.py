@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli.common import LakeOption, OutputFormat, console, fail, open_lake, print_frame
+from pipelines.cli.common import FormatOption, LakeOption, OutputFormat, console, fail, machine, notes, open_lake, print_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -69,7 +69,7 @@ def evaluations(
     lake: Optional[str] = LakeOption,
     all_: bool = typer.Option(False, "--all", help="Include archived evaluations."),
     history: bool = typer.Option(False, "--history", help="Also list each evaluation's earlier fingerprints."),
-    format: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
+    format: OutputFormat = FormatOption(),
 ) -> None:
     """List registered evaluations (current fingerprint; --history adds earlier ones)."""
     if ctx.invoked_subcommand is not None:
@@ -79,7 +79,9 @@ def evaluations(
         fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
     frame = evaluations_frame(store, include_archived=all_, include_history=history)
     if frame.height == 0:
-        console.print("no evaluations" + ("" if all_ else " (archived ones are hidden: --all shows them)"))
+        notes(format).print("no evaluations" + ("" if all_ else " (archived ones are hidden: --all shows them)"))
+        if machine(format):  # stdout still parses: no rows
+            print_frame(frame.select([]).clear(), format)
         return
     if format is OutputFormat.table:  # what a reader needs at a glance; csv/json keep every column
         keep = ["evaluation", "fingerprint", *(["status"] if all_ or history else []), "dataset", "models", "last_run",

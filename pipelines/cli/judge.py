@@ -12,7 +12,9 @@ from typing import Any, Optional
 
 import typer
 
-from pipelines.cli.common import EvaluationOption, LakeOption, OutputFormat, console, fail, no_secret, open_lake, print_frame
+from pipelines.cli.common import (
+    EvaluationOption, FormatOption, LakeOption, OutputFormat, fail, machine, no_secret, notes, open_lake, print_frame, print_table,
+)
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -31,6 +33,11 @@ def _verdicts_from_rows(rows: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
+#: ``pairwise --format csv|json``: the win-rate table's columns, with the evaluation's fingerprint
+RATE_SCHEMA = {"fingerprint": "String", "model": "String", "games": "Int64", "wins": "Int64", "losses": "Int64", "ties": "Int64",
+               "errors": "Int64", "win_rate": "Float64"}
+
+
 @app.command()
 def pairwise(
     judge: str = typer.Option(..., "--judge", callback=no_secret(), help="Judge model spec, e.g. api:gpt-4o-mini@https://api.openai.com/v1 or hf:/models/judge."),
@@ -38,6 +45,9 @@ def pairwise(
     model: list[str] = typer.Option([], "--model", "-m", help="Models to compare (repeatable; default: every model with generations)."),
     fingerprint: Optional[str] = EvaluationOption(help="Only this evaluation (name, prefix or fingerprint)."),
     criterion: str = typer.Option("", help="What 'better' means (default: correct, complete, relevant and clear)."),
+    format: OutputFormat = FormatOption("table, csv or json. csv and json print only the win-rate rows (one per "
+                                        "evaluation x model, with its fingerprint) on stdout; the position-bias table "
+                                        "and notes go to stderr."),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Judge stored outputs pairwise in both orders; print win rates and the judge's position bias.
@@ -59,7 +69,9 @@ def pairwise(
     if not fps:
         fail(f"no stored generations under {store.root}" + (f" for fingerprint {fingerprint}" if fingerprint else "")
               + "; run `facetlake run CONFIG` first")
+    say = notes(format)
     instance = get_instance()
+    rates: list[dict] = []  # csv/json: every evaluation's win rates, printed once at the end
     for fp in fps:
         config = {"judge": judge, "topology": topology, "models": list(model), "criterion": criterion}
         try:
@@ -70,13 +82,19 @@ def pairwise(
         key = meta["config_key"].value
         rows = store.read("pairwise", where={"fingerprint": fp, "config_key": key}).to_dicts()
         verdicts = _verdicts_from_rows(rows)
-        console.print(f"[bold]pairwise[/] fingerprint {fp[:12]}  judge {judge}  topology {topology}  "
-                      f"({len(rows)} verdicts, {meta['judge_calls_paid'].value} judge calls paid)")
-        print_frame(pl.DataFrame(win_rates(verdicts)), title="win rates ((wins + ties/2) / games)")
+        say.print(f"[bold]pairwise[/] fingerprint {fp[:12]}  judge {judge}  topology {topology}  "
+                  f"({len(rows)} verdicts, {meta['judge_calls_paid'].value} judge calls paid)")
+        if machine(format):
+            rates.extend({"fingerprint": fp[:12], **r} for r in win_rates(verdicts))
+        else:
+            print_frame(pl.DataFrame(win_rates(verdicts)), title="win rates ((wins + ties/2) / games)")
         bias = position_bias(verdicts)
-        print_frame(pl.DataFrame([{**bias, "judge": judge}]), title="position bias (flip rate; first-position preference, 0.5 = none)")
+        print_table(pl.DataFrame([{**bias, "judge": judge}]), title="position bias (flip rate; first-position preference, 0.5 = none)",
+                    out=say)
         if topology == "tournament":
-            console.print(f"champion: {meta['champion'].value}")
+            say.print(f"champion: {meta['champion'].value}")
+    if machine(format):
+        print_frame(pl.DataFrame(rates, schema={k: getattr(pl, t) for k, t in RATE_SCHEMA.items()}), format)
 
 
 @app.command()
@@ -88,7 +106,7 @@ def stability(
     limit: Optional[int] = typer.Option(None, help="Only the first N samples of each partition."),
     param: list[str] = typer.Option([], "--param", "-p", callback=no_secret(), help="Metric parameter KEY=VALUE or METRIC.KEY=VALUE (e.g. temperature=0.7)."),
     judge: Optional[str] = typer.Option(None, "--judge", callback=no_secret(), help="Judge model spec (same as --param judge=SPEC)."),
-    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    format: OutputFormat = FormatOption(),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Repeat a judged metric n times over stored outputs and report its score stability (σ).
@@ -165,7 +183,8 @@ def halueval(
     path: Optional[str] = typer.Option(None, help="HaluEval general JSONL file (default: the shipped copy)."),
     show_errors: int = typer.Option(3, help="Print the raw replies of this many error rows."),
     param: list[str] = typer.Option([], "--param", "-p", callback=no_secret(), help="Extra faithfulness parameter KEY=VALUE (e.g. max_attempts=3)."),
-    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    format: OutputFormat = FormatOption("table, csv or json. csv and json print only the result row on stdout; the "
+                                        "error rows' raw replies go to stderr."),
 ) -> None:
     """AUROC of the judge's hallucination score against HaluEval's human labels.
 
@@ -215,6 +234,6 @@ def halueval(
            "signature": metric.signature()}
     print_frame(pl.DataFrame([row]), format, title="HaluEval general: judge hallucination score vs human labels (AUROC)")
     if value is None:
-        console.print("AUROC undefined: it needs scored rows of both labels (see the errors below)")
+        notes(format).print("AUROC undefined: it needs scored rows of both labels (see the errors below)")
     for sid, message, raw in errors[: max(0, show_errors)]:
-        console.print(f"[yellow]error[/] {sid}: {message}\n  raw reply: {raw!r}"[:600])
+        notes(format).print(f"[yellow]error[/] {sid}: {message}\n  raw reply: {raw!r}"[:600])

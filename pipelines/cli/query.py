@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from pipelines.cli.common import LakeOption, OutputFormat, fail, first_sentence, print_frame, write_frame
+from pipelines.cli.common import FormatOption, LakeOption, OutputFormat, fail, first_sentence, print_frame, write_frame
 
 app = typer.Typer(rich_markup_mode="markdown")
 
@@ -23,7 +23,7 @@ PRINT_MAX_ROWS = 10_000
 def sql(
     statement: str = typer.Argument(..., help='A read-only query, e.g. "select metric, count(*) from scores group by 1".'),
     lake: Optional[str] = LakeOption,
-    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table, csv or json."),
+    format: OutputFormat = FormatOption(),
     memory_limit: Optional[str] = typer.Option(None, "--memory-limit", help="DuckDB memory limit, e.g. 2GB (also caps the result). Default: $FACETLAKE_SQL_MEMORY_LIMIT or a quarter of RAM, at most 4GiB.", show_default=False),
     threads: Optional[int] = typer.Option(None, "--threads", help="DuckDB threads. Default: $FACETLAKE_SQL_THREADS or half the cores.", show_default=False),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the query is interrupted (0 = none). Default: $FACETLAKE_SQL_TIMEOUT_S or 120.", show_default=False),
@@ -76,7 +76,7 @@ def sql(
 
 
 @app.command()
-def metrics() -> None:
+def metrics(format: OutputFormat = FormatOption()) -> None:
     """List registered metrics with direction, dimension, locality and version."""
     import polars as pl
 
@@ -87,11 +87,11 @@ def metrics() -> None:
          "dimension": cls.dimension, "locality": cls.locality, "version": cls.version, "requires": ", ".join(cls.requires)}
         for cls in list_metrics()
     ]
-    print_frame(pl.DataFrame(rows), title="registered metrics")
+    print_frame(pl.DataFrame(rows), format, title="registered metrics")
 
 
 @app.command()
-def datasets() -> None:
+def datasets(format: OutputFormat = FormatOption()) -> None:
     """List dataset kinds (use one as dataset: {kind: ...} in an evaluation spec)."""
     import polars as pl
 
@@ -99,4 +99,4 @@ def datasets() -> None:
 
     rows = [{"kind": k, "default file": cls.default_path or "(path required)", "about": first_sentence(cls.__doc__)}
             for k, cls in sorted(DATASETS.items())]
-    print_frame(pl.DataFrame(rows), title="dataset kinds")
+    print_frame(pl.DataFrame(rows), format, title="dataset kinds")

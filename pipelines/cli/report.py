@@ -10,7 +10,8 @@ from typing import List, Optional
 import typer
 
 from pipelines.cli.common import (
-    EVALUATION_HELP, EvaluationOption, LakeOption, console, fail, open_lake, print_frame, refresh_stale_verdicts,
+    EVALUATION_HELP, EvaluationOption, FormatOption, LakeOption, OutputFormat, console, fail, machine, notes, open_lake,
+    print_frame, refresh_stale_verdicts,
 )
 
 app = typer.Typer(rich_markup_mode="markdown")
@@ -64,6 +65,10 @@ def compare(
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any compared evaluation's gate fires: a significant (Holm-adjusted) regression against the baseline, or a `gate:` rule of its spec (margin, min, max, max_severity). The regression asset check applies the same rule."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write the gate verdicts as JUnit XML to this file (one test case per model x metric against the baseline).", dir_okay=False),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write the gate verdict as Markdown to this file (for a pull-request comment).", dir_okay=False),
+    format: OutputFormat = FormatOption("table, csv or json. csv and json print only rows on stdout: one per evaluation x "
+                                        "metric x model (mean, ci_low, ci_high, winner, n_scored, n_total, tie_group), or "
+                                        "with --pairwise one per pairwise verdict; notes and gate messages go to stderr."),
+    pairwise: bool = typer.Option(False, "--pairwise", help="With --format csv or json: the pairwise verdict rows instead of the means."),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Print each evaluation's comparisons: statistics, winners, pairwise verdicts, regression alert.
@@ -82,6 +87,7 @@ def compare(
     from metric_ops.gates import GateRules, evaluate_gates, junit_xml, markdown_summary
     from resources.catalog import CatalogError, evaluation_row, evaluation_spec, list_evaluations
 
+    say = notes(format)  # with csv/json, stdout holds only the rows
     store = open_lake(lake)
     if not store.exists("evaluations"):
         fail(f"no evaluations under {store.root}; run `facetlake demo` or `facetlake run SPEC.yaml` first, or pass --lake")
@@ -96,8 +102,8 @@ def compare(
             fp = rows_to_show[0]["fingerprint"]
             diffs = require_comparable(store, [fp, *other], force=force)
             for o, d in diffs.items():
-                console.print(f"[yellow]{o[:12]} differs from {fp[:12]}:[/] " + "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in d.items()),
-                              highlight=False)
+                say.print(f"[yellow]{o[:12]} differs from {fp[:12]}:[/] " + "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in d.items()),
+                          highlight=False)
             for o in other:  # then each other evaluation, beside the first
                 row = evaluation_row(store, o)
                 if row["fingerprint"] not in {r["fingerprint"] for r in rows_to_show}:
@@ -106,52 +112,93 @@ def compare(
         fail(str(exc))
     if not rows_to_show:
         fail("no active evaluations; `facetlake evaluations --all` lists archived ones")
-    refresh_stale_verdicts(store, [ev["fingerprint"] for ev in rows_to_show])  # never a verdict older than its scores
-    if other and len(rows_to_show) > 1:
+    refresh_stale_verdicts(store, [ev["fingerprint"] for ev in rows_to_show], say)  # never a verdict older than its scores
+    if other and len(rows_to_show) > 1 and not machine(format):
         labelled = {_label(ev): store.read("comparisons", where={"fingerprint": ev["fingerprint"]}).to_dicts() for ev in rows_to_show}
         print_frame(side_by_side(labelled), title="side by side: mean [95% CI] per metric x model (each evaluation's own "
                                                   "samples; Δ = mean minus the first one's, not a paired test)")
     alerts, not_compared = [], []
     verdicts: list = []
+    out_rows: list[tuple] = []  # csv/json: every evaluation's rows, printed once at the end
     for ev in rows_to_show:
         fp = ev["fingerprint"]
         label = _label(ev)
         frame = store.read("comparisons", where={"fingerprint": fp})
         if frame.height == 0:
             not_compared.append(label)
-            console.print(f"[yellow]{label}: no comparisons yet[/]; `facetlake run SPEC.yaml` materialises them (or the analysis_sensor, "
-                          "after its scores change)", highlight=False)
+            say.print(f"[yellow]{label}: no comparisons yet[/]; `facetlake run SPEC.yaml` materialises them (or the analysis_sensor, "
+                      "after its scores change)", highlight=False)
             continue
         rows = frame.to_dicts()
-        print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction; "
-                                             "tie group 1 = statistically tied with the best)")
-        pw = pairwise_table(rows)
-        if pw.height:
-            print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected; "
-                                                                  "Δ [95% CI] in the metric's units; detectable = the "
-                                                                  "smallest difference this evaluation detects at 80% power")
-        if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
-            from pipelines.cli.agent_tables import print_paired
-
-            print_paired(store.read("episode_summary", where={"fingerprint": fp}))
         spec = evaluation_spec(store, fp)
         verdict = evaluate_gates(rows, getattr(spec, "baseline", None), GateRules.from_mapping(getattr(spec, "gate", None)))
         verdicts.append((label, verdict))
+        if machine(format):
+            out_rows.extend(pairwise_rows(label, rows) if pairwise else mean_rows(label, rows))
+        else:
+            print_frame(headline(rows), title=f"{label}: mean [95% CI] per metric x model (★ winner by declared direction; "
+                                                 "tie group 1 = statistically tied with the best)")
+            pw = pairwise_table(rows)
+            if pw.height:
+                print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected; "
+                                                                      "Δ [95% CI] in the metric's units; detectable = the "
+                                                                      "smallest difference this evaluation detects at 80% power")
+            if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
+                from pipelines.cli.agent_tables import print_paired
+
+                print_paired(store.read("episode_summary", where={"fingerprint": fp}))
         if not verdict.passed:
             alerts.append(label)
-            console.print(f"[bold red]{label} gate fired:[/] " + "; ".join(f"{f.gate}: {f.message}" for f in verdict.fired),
-                          highlight=False)
+            say.print(f"[bold red]{label} gate fired:[/] " + "; ".join(f"{f.gate}: {f.message}" for f in verdict.fired),
+                      highlight=False)
+    if machine(format):
+        schema = {k: getattr(pl, t) for k, t in (PAIRWISE_SCHEMA if pairwise else MEAN_SCHEMA).items()}
+        print_frame(pl.DataFrame(out_rows, schema=schema, orient="row"), format)
     if junit is not None:
         junit.write_text(junit_xml(verdicts), encoding="utf-8")
-        console.print(f"wrote {junit} (JUnit XML, {sum(len(v.checked) for _, v in verdicts)} test cases)", highlight=False)
+        say.print(f"wrote {junit} (JUnit XML, {sum(len(v.checked) for _, v in verdicts)} test cases)", highlight=False)
     if markdown is not None:
         markdown.write_text(markdown_summary(verdicts), encoding="utf-8")
-        console.print(f"wrote {markdown} (Markdown gate summary)", highlight=False)
+        say.print(f"wrote {markdown} (Markdown gate summary)", highlight=False)
     if alerts and fail_on_regression:
         fail(f"gate fired in {', '.join(alerts)} (--fail-on-regression)")
     if not_compared and fail_on_regression:  # a gate never passes on nothing measured
         fail(f"no comparisons yet for {', '.join(not_compared)}: nothing to gate on (--fail-on-regression); "
              "run the evaluation first (`facetlake run SPEC.yaml`)")
+
+
+#: the columns of ``compare --format csv|json``: the headline table's, with each interval and
+#: count as numbers (``mean [95% CI]`` is mean, ci_low, ci_high and winner; ``n`` is n_scored/n_total)
+MEAN_SCHEMA = {"evaluation": "String", "metric": "String", "direction": "String", "model": "String", "mean": "Float64",
+               "ci_low": "Float64", "ci_high": "Float64", "winner": "Boolean", "n_scored": "Int64", "n_total": "Int64",
+               "tie_group": "Int64"}
+#: ``compare --pairwise --format csv|json``: the pairwise table's columns (``delta [95% CI]`` as delta_ci_low, delta_ci_high)
+PAIRWISE_SCHEMA = {"evaluation": "String", "baseline": "String", "candidate": "String", "metric": "String", "delta": "Float64",
+                   "delta_ci_low": "Float64", "delta_ci_high": "Float64", "detectable": "Float64", "retention": "Float64",
+                   "test": "String", "p": "Float64", "p_holm": "Float64", "effect": "Float64", "verdict": "String"}
+
+
+def mean_rows(label: str, rows: list[dict]) -> list[tuple]:
+    """One :data:`MEAN_SCHEMA` row per ``model_metric`` comparisons row of one evaluation."""
+    from metric_ops.gates import row_detail
+
+    return [(label, r["metric"], r["direction"], r["model"], r["mean"], r["ci_low"], r["ci_high"], bool(r["is_winner"]),
+             r["n_scored"], r["n_total"], row_detail(r).get("tie_group"))
+            for r in rows if r["kind"] == "model_metric"]
+
+
+def pairwise_rows(label: str, rows: list[dict]) -> list[tuple]:
+    """One :data:`PAIRWISE_SCHEMA` row per ``pairwise`` comparisons row of one evaluation."""
+    from metric_ops.gates import row_detail
+
+    out = []
+    for r in rows:
+        if r["kind"] != "pairwise":
+            continue
+        det = row_detail(r)
+        out.append((label, r["baseline"], r["model"], r["metric"], r["delta"], det.get("delta_ci_low"), det.get("delta_ci_high"),
+                    det.get("mde"), r["retention"], r["test"], r["p_value"], r["p_holm"], r["effect_size"], r["verdict"]))
+    return out
 
 
 def _label(ev: dict) -> str:

@@ -18,6 +18,7 @@ app = typer.Typer(rich_markup_mode="markdown")
 def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = False, submit: bool = False,
                workers: int = 1, show_correlations: bool = False) -> None:
     from pipelines.runs.launch import LaunchError
+    from resources.backends import BackendError
     from resources.catalog import CatalogCollisionError
     from resources.catalog.spec import SpecError
     from pipelines.runs.instance import get_instance
@@ -36,7 +37,7 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
                 resolved = run_lm_eval_spec(spec, lake, instance)
             else:
                 resolved = run_evaluation(spec, lake, instance, take_over=take_over, replace=replace)
-        except (CatalogCollisionError, SpecError, LaunchError) as exc:
+        except (CatalogCollisionError, SpecError, LaunchError, BackendError) as exc:
             fail(str(exc))
         reg = resolved.registration
         for notice in reg.notices:

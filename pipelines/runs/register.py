@@ -15,7 +15,7 @@ import dagster as dg
 from assets.catalog import report_catalog
 from assets.partitions import sync_partitions
 from metric_ops.registry import REGISTRY
-from resources.backends import parse_model_spec
+from resources.backends import check_output_ids, parse_model_spec
 from resources.catalog import CatalogError, evaluation_row, pairs_of, register_evaluation
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve
 from resources.datasets import DatasetError
@@ -31,7 +31,9 @@ def register(
     as history; a changed model source is a new model version) and make Dagster's
     partitions equal the catalog's (when ``instance`` is given).
 
-    Unknown metric names, malformed model specs and duplicate sample ids are refused here,
+    Unknown metric names, malformed model specs, duplicate sample ids and a precomputed
+    outputs file none of whose ids is in the dataset (:class:`~resources.backends.BackendError`;
+    a partial match is an :class:`~resources.backends.OutputIdsWarning`) are refused here,
     before anything is generated or written; so are collisions with another evaluation's
     name or fingerprint (:class:`~resources.catalog.CatalogCollisionError`) unless
     ``take_over`` / ``replace``. The returned object's ``registration`` says what changed.
@@ -49,6 +51,9 @@ def register(
             f"dataset {resolved.dataset_name!r} has {len(duplicates)} duplicate sample id(s): {duplicates[:10]}; "
             "outputs and scores are keyed by sample id, so make them unique (map another column as sample_id)"
         )
+    if spec.dataset.get("kind") != "episodes":  # an agent evaluation's files are episodes, keyed by task (issue 17)
+        # outputs files whose ids miss the dataset: refused when none matches, a warning when some do (issue 26, fault 8)
+        check_output_ids(spec.models, (s.sample_id for s in resolved.samples), keep=in_process)
     resolved.registration = register_evaluation(lake, resolved, take_over=take_over, replace=replace)
     if instance is not None:
         sync_partitions(lake, instance)

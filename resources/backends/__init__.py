@@ -41,6 +41,53 @@ class BackendError(FacetlakeError, RuntimeError):
     """A backend could not be built or used (missing file, missing column, ...)."""
 
 
+class OutputIdsWarning(UserWarning):
+    """A precomputed outputs file and its dataset share some sample ids but not all: the
+    message names the file, the ids only in the file and the samples with no output."""
+
+
+ID_FIX = ("check that the file belongs to this dataset and that its sample_id values are the dataset's ids "
+          "(the dataset's id column is mapped with dataset: {mapping: {sample_id: COLUMN}})")
+
+
+@dataclass
+class OutputIdMatch:
+    """How an outputs file's sample ids meet a dataset's (:meth:`PrecomputedBackend.match_ids`).
+
+    ``unknown``: ids of the file that are not in the dataset (file order); ``missing``: the
+    dataset's sample ids with no row in the file (dataset order)."""
+
+    path: Path
+    n_outputs: int
+    n_samples: int
+    unknown: list[str]
+    missing: list[str]
+
+    @property
+    def matched(self) -> int:
+        """Samples of the dataset that have a row in the file."""
+        return self.n_samples - len(self.missing)
+
+    def message(self) -> str | None:
+        """One line for the user when some ids do not match (None when every id does)."""
+        if not self.unknown and not self.missing:
+            return None
+        parts = [f"precomputed outputs file {self.path}: {self.matched} of the dataset's {self.n_samples} samples have an output"]
+        if self.unknown:
+            parts.append(f"{len(self.unknown)} of its {self.n_outputs} sample ids are not in the dataset "
+                         f"(e.g. {_examples(self.unknown)}) and are ignored")
+        if self.missing:
+            parts.append(f"{len(self.missing)} samples have no output (e.g. {_examples(self.missing)}): "
+                         "they are unscored (status error), not scored as zero")
+        if self.unknown:
+            parts.append(ID_FIX)
+        return "; ".join(parts)
+
+
+def _examples(ids: list[str], n: int = 5) -> str:
+    return ", ".join(repr(i) for i in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
 @dataclass
 class GenerationRequest:
     """One request to a model: the rendered prompt for one sample."""
@@ -197,6 +244,31 @@ class PrecomputedBackend(ModelBackend):
         self._outputs = self._load_file(keep=keep)
         return len(self._outputs)
 
+    def match_ids(self, sample_ids: Iterable[str], keep: bool = False) -> OutputIdMatch | None:
+        """Compare the outputs file's sample ids with the dataset's ``sample_ids`` (read the
+        file first if not read yet). None for ``column=`` (outputs come from the samples).
+
+        Raises :class:`BackendError` naming the file, how many of its ids are unknown, up to
+        5 of them beside the dataset's, and the fix when no id matches (nothing would be
+        scored); also as :meth:`_load_file` for an unreadable file. A partial match is
+        returned for the caller to report (:meth:`OutputIdMatch.message`). ``keep``: as
+        :meth:`check_file` (this process's run reads the file next)."""
+        if self.path is None:
+            return None
+        if self._outputs is None:
+            self._outputs = self._load_file(keep=keep)
+        wanted = [str(s) for s in sample_ids]
+        known = set(wanted)
+        unknown = [sid for sid in self._outputs if sid not in known]
+        missing = [sid for sid in wanted if sid not in self._outputs]
+        match = OutputIdMatch(self.path, len(self._outputs), len(wanted), unknown, missing)
+        if wanted and match.matched == 0:
+            raise BackendError(
+                f"precomputed outputs file {self.path}: none of its {len(self._outputs)} sample ids is in the dataset "
+                f"({len(wanted)} samples): {len(unknown)} unknown ids, e.g. {_examples(unknown)}; the dataset's ids look like "
+                f"{_examples(wanted, 3)}; {ID_FIX}; nothing was run")
+        return match
+
     def identity(self) -> dict[str, Any]:
         if self.column is not None:
             return {"backend": "precomputed", "column": self.column}
@@ -222,6 +294,32 @@ class PrecomputedBackend(ModelBackend):
             if not isinstance(value, str):
                 value = json.dumps(value, ensure_ascii=False)
             yield GenerationResult(sid, value, "ok", tokens_out=len(value.split()))
+
+
+def check_output_ids(models: Mapping[str, str], sample_ids: Iterable[str], keep: bool = False) -> list[OutputIdMatch]:
+    """Check every ``precomputed:FILE`` model of ``models`` (slug -> spec) against the
+    dataset's ``sample_ids`` before anything runs (:meth:`PrecomputedBackend.match_ids`).
+
+    A partial match is an :class:`OutputIdsWarning` naming the model and the file (the CLI
+    prints it as a one-line warning); no match at all raises :class:`BackendError` (model
+    and file named, with the fix). Returns the matches of the files checked. ``keep``: this
+    process's run reads the files next."""
+    import warnings
+
+    ids = [str(s) for s in sample_ids]
+    found = []
+    for slug, spec in models.items():
+        if not spec.startswith("precomputed:") or spec.startswith("precomputed:column="):
+            continue
+        try:
+            match = PrecomputedBackend(spec).match_ids(ids, keep=keep)
+        except BackendError as exc:
+            raise BackendError(f"model {slug}: {exc}") from None
+        if match is not None:
+            found.append(match)
+            if match.message():
+                warnings.warn(f"model {slug}: {match.message()}", OutputIdsWarning, stacklevel=2)
+    return found
 
 
 # one line per backend kind (spec prefix); a new backend adds its line here
@@ -282,10 +380,13 @@ __all__ = [
     "SPEC_EXAMPLES",
     "ModelSpecError",
     "BackendError",
+    "OutputIdMatch",
+    "OutputIdsWarning",
     "GenerationRequest",
     "GenerationResult",
     "ModelBackend",
     "PrecomputedBackend",
+    "check_output_ids",
     "BACKENDS",
     "PLANNED",
     "parse_model_spec",

@@ -19,6 +19,16 @@ are not needed for the guarantee, so they are buffered and merged every
 ``intent``, which is the truthful state). ``benchmarks/bench_reliability.py`` measures the
 cost per call.
 
+Reconciliation after a crash (issue 26, fault 6): the next ``generations`` run of a
+partition, holding its lease, calls :func:`reconcile_intents` before it sends anything. A
+``generation`` intent left by an earlier run of that partition becomes ``completed`` when
+that run stored the sample's output (``completed_at`` = when the output was stored),
+``failed`` when it stored an error row, and ``abandoned`` when it stored nothing: the call
+may or may not have reached the server, the run ended before recording the reply, and no
+output came of it. No row is deleted; an abandoned row stays as the evidence of an attempt.
+Intents of other purposes (judges, the model anonymiser) are left at ``intent``: their
+replies are not stored per call.
+
 Rows never hold the text sent or a key: hashes, counts and identifiers only.
 """
 
@@ -32,6 +42,8 @@ from typing import Any, Mapping
 
 LEDGER_TABLE = "outbound_ledger"
 INTENT, COMPLETED, FAILED = "intent", "completed", "failed"
+ABANDONED = "abandoned"  # an intent of an ended run that stored no output for its sample (reconcile_intents)
+GENERATION_PURPOSE = "generation"  # the purpose of an API backend's generation calls (resources/backends/api.py)
 
 
 def _now() -> dt.datetime:
@@ -138,9 +150,9 @@ class DurableLedger:
             mark_completed(self.lake, done)
 
 
-def mark_completed(lake: Any, updates: list[Mapping[str, Any]]) -> None:
+def mark_completed(lake: Any, updates: list[Mapping[str, Any]], only_intent: bool = False) -> None:
     """Set ``status`` and ``completed_at`` of the ledger rows named by ``call_id`` (a MERGE,
-    retried on commit conflicts)."""
+    retried on commit conflicts); ``only_intent``: leave rows no longer at ``intent`` as they are."""
     import pyarrow as pa
 
     from resources.lake.commit import with_retries
@@ -150,9 +162,52 @@ def mark_completed(lake: Any, updates: list[Mapping[str, Any]]) -> None:
 
     def merge() -> None:
         (lake.delta(LEDGER_TABLE).merge(source, predicate="t.call_id = s.call_id", source_alias="s", target_alias="t")
-         .when_matched_update({"status": "s.status", "completed_at": "s.completed_at"}).execute())
+         .when_matched_update({"status": "s.status", "completed_at": "s.completed_at"},
+                              predicate=f"t.status = '{INTENT}'" if only_intent else None).execute())
 
     with_retries(merge, table=LEDGER_TABLE, what="ledger completion")
 
 
-__all__ = ["COMPLETED", "DurableLedger", "FAILED", "INTENT", "LEDGER_TABLE", "mark_completed"]
+def reconcile_intents(lake: Any, fingerprint: str, model: str) -> dict[str, int]:
+    """Settle the ``generation`` intents that earlier runs of the (``fingerprint``,
+    ``model``) partition left open (a crash between the intent and its completion), from
+    what those runs stored in ``generations`` (matched by run id and sample id): an ``ok``
+    row makes the intent ``completed`` (``completed_at``: the row's ``created_at``), an
+    ``error`` row ``failed``, no row ``abandoned`` (``completed_at``: now).
+
+    Call it holding the partition's generation lease (``@lease_scope``), before this run
+    sends anything: every open ``generation`` intent of the partition is then an earlier
+    run's (or an earlier attempt's of this run), since no other run can be sending. Returns the count per new status (empty when nothing was
+    open). Raises what the lake raises (a commit conflict is retried,
+    :func:`mark_completed`)."""
+    import polars as pl
+
+    if not lake.exists(LEDGER_TABLE):
+        return {}
+    open_rows = (lake.read(LEDGER_TABLE, where={"fingerprint": fingerprint, "model": model},
+                           columns=["call_id", "run_id", "purpose", "sample_id", "status"])
+                 .filter((pl.col("status") == INTENT) & (pl.col("purpose") == GENERATION_PURPOSE)))
+    if open_rows.height == 0:
+        return {}
+    stored = {}
+    if lake.exists("generations"):
+        rows = lake.read("generations", where={"model": model, "fingerprint": fingerprint},
+                         columns=["sample_id", "run_id", "status", "created_at"])
+        rows = rows.filter(pl.col("run_id").is_in(open_rows["run_id"].unique().to_list()))
+        for r in rows.sort("created_at").iter_rows(named=True):  # a run's last row of a sample wins
+            stored[(r["run_id"], r["sample_id"])] = r
+    now, updates, counts = _now(), [], {}
+    for r in open_rows.iter_rows(named=True):
+        found = stored.get((r["run_id"], r["sample_id"]))
+        if found is None:
+            status, at = ABANDONED, now
+        else:
+            status, at = (COMPLETED if found["status"] == "ok" else FAILED), found["created_at"] or now
+        updates.append({"call_id": r["call_id"], "status": status, "completed_at": at})
+        counts[status] = counts.get(status, 0) + 1
+    mark_completed(lake, updates, only_intent=True)
+    return counts
+
+
+__all__ = ["ABANDONED", "COMPLETED", "DurableLedger", "FAILED", "GENERATION_PURPOSE", "INTENT", "LEDGER_TABLE",
+           "mark_completed", "reconcile_intents"]
