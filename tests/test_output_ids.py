@@ -140,7 +140,7 @@ def test_cli_run_warns_on_unknown_ids_and_refuses_when_none_match(tmp_path, monk
     flat = " ".join(err.split())
     assert code == 0, err
     assert (f"warning: model m: precomputed outputs file {outs}: 5 of the dataset's 6 samples have an output; 1 of its 6 "
-            "sample ids are not in the dataset (e.g. 'typo-6') and are ignored; 1 samples have no output (e.g. '6')") in flat
+            "sample ids are not in the dataset (e.g. 'typo-6') and are ignored; 1 sample has no output (e.g. '6')") in flat
     assert "check that the file belongs to this dataset" in flat
     assert flat.count("typo-6") == 1  # shown once, not again by the run's own log
     gens = LakeStore(root=str(lake)).read("generations")

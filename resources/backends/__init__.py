@@ -77,7 +77,7 @@ class OutputIdMatch:
             parts.append(f"{len(self.unknown)} of its {self.n_outputs} sample ids are not in the dataset "
                          f"(e.g. {_examples(self.unknown)}) and are ignored")
         if self.missing:
-            parts.append(f"{len(self.missing)} samples have no output (e.g. {_examples(self.missing)}): "
+            parts.append(f"{len(self.missing)} {'sample has' if len(self.missing) == 1 else 'samples have'} no output (e.g. {_examples(self.missing)}): "
                          "they are unscored (status error), not scored as zero")
         if self.unknown:
             parts.append(ID_FIX)
