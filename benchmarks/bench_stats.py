@@ -51,6 +51,11 @@ def main() -> None:
     x = rng.normal(60, 20, n)
     rows.append(("paired_permutation_test (ties counted)", None, _best(lambda: stats.paired_permutation_test(x, x + rng.normal(0, 3, n), n_resamples=r), args.repeats)))
     rows.append(("min_detectable_effect", None, _best(lambda: stats.min_detectable_effect(float(x.std()), n), args.repeats)))
+    from metric_ops.stats.trials import hierarchical_bootstrap_ci
+
+    trial_items = [f"s{i}" for i in range(n // 4) for _ in range(4)]
+    rows.append((f"hierarchical_bootstrap_ci ({n // 4:,} items x 4 trials, 1,000 resamples)", None,
+                 _best(lambda: hierarchical_bootstrap_ci(x[: len(trial_items)], trial_items, n_resamples=1000), 1)))
     import polars as pl
 
     frame = pl.DataFrame({"model": ["a"] * n + ["b"] * n, "sample_id": [f"s{i}" for i in range(n)] * 2, "metric": "m",
