@@ -189,6 +189,17 @@ def test_report_numbers_come_from_the_lake(full_lake, tmp_path):
     comp = lake.read("comparisons", where={"fingerprint": fp}).filter(pl.col("kind") == "model_metric")
     row = comp.filter((pl.col("model") == "qags-system") & (pl.col("metric") == "faithfulness")).row(0, named=True)
     assert f"[{row['ci_low']:.4g}, {row['ci_high']:.4g}]" in page
+    # tie groups and the paired difference's interval, as the comparisons table holds them (issue 28)
+    import json as _json
+    import re
+
+    headline = page.split("<h3>Per metric and model</h3>", 1)[1].split("</table>", 1)[0]
+    assert "<th>tie group</th>" in headline
+    group = _json.loads(row["detail"])["tie_group"]
+    assert re.search(rf"<td>qags-system</td>.*?<td>{group}</td>", headline.split("faithfulness", 1)[1], re.S)
+    pw = lake.read("comparisons", where={"fingerprint": fp}).filter(pl.col("kind") == "pairwise")
+    det = _json.loads(pw.row(0, named=True)["detail"])
+    assert f"[{det['delta_ci_low']:+.4g}, {det['delta_ci_high']:+.4g}]" in page
     faith = lake.read("scores", where={"fingerprint": fp, "metric": "faithfulness"})["value"]
     n_flagged = int((faith < 0.7).sum())
     assert 0 < n_flagged < faith.len()

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from pipelines.report.data import BERTSCORE, HALLUCINATION_FLAG, MAX_RUNS, TRIAD, ReportData, _metric_ranges, _scale, _scored
+from metric_ops.gates import row_detail
 from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
 
 
@@ -34,6 +35,13 @@ def section_overview(d: ReportData) -> Section:
     return Section("overview", "Overview", True, html_table(rows, ["field", "value"], "kv"))
 
 
+def _delta_ci(row: dict[str, Any]) -> str:
+    """The paired difference's interval of a pairwise row as text ("" when not computed)."""
+    det = row_detail(row)
+    low, high = det.get("delta_ci_low"), det.get("delta_ci_high")
+    return "" if low is None or high is None else f"[{low:+.4g}, {high:+.4g}]"
+
+
 def section_headline(d: ReportData) -> Section:
     stats = [r for r in d.comparisons if r["kind"] == "model_metric"]
     if not stats:
@@ -41,8 +49,12 @@ def section_headline(d: ReportData) -> Section:
     rows = [{"metric": r["metric"], "direction": r["direction"], "model": r["model"],
              "winner": "★" if r["is_winner"] else "", "mean": r["mean"], "median": r["median"],
              "95% CI": "∅" if r["ci_low"] is None else f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}] ({r['ci_method']})",
-             "scored / total": f"{r['n_scored']} / {r['n_total']}"} for r in sorted(stats, key=lambda r: (r["metric"], r["model"]))]
+             "scored / total": f"{r['n_scored']} / {r['n_total']}",
+             "tie group": row_detail(r).get("tie_group", "")} for r in sorted(stats, key=lambda r: (r["metric"], r["model"]))]
     body = "<h3>Per metric and model</h3>" + html_table(rows)
+    if any(row_detail(r).get("tie_group") is not None for r in stats):
+        body += ("<p class='cap'>Tie group: models statistically indistinguishable by the Holm-adjusted paired tests; "
+                 "group 1 is tied with the best (docs/analysis.md).</p>")
     corpus = sorted({r["metric"] for r in stats if (r.get("detail") or {}).get("level") == "corpus"})
     if corpus:
         body += (f"<p class='cap'>Corpus-level scores ({esc(', '.join(corpus))}): one value per model over every scored segment "
@@ -52,7 +64,8 @@ def section_headline(d: ReportData) -> Section:
     pw = [r for r in d.comparisons if r["kind"] == "pairwise"]
     if pw:
         prow = [{"baseline": r["baseline"], "candidate": r["model"], "metric": r["metric"], "pairs": r["n_pairs"],
-                 "delta": r["delta"], "relative change": r["relative_change"], "retention": r["retention"], "test": r["test"],
+                 "delta": r["delta"], "Δ 95% CI": _delta_ci(r), "detectable": row_detail(r).get("mde"),
+                 "relative change": r["relative_change"], "retention": r["retention"], "test": r["test"],
                  "p": r["p_value"], "p (Holm)": r["p_holm"], "effect": f"{fmt(r['effect_size'], 3)} ({r['effect_size_name']})" if r["effect_size_name"] else "n/a (corpus-level)",
                  "verdict": r["verdict"]} for r in sorted(pw, key=lambda r: (r["model"], r["metric"]))]
         alpha = pw[0]["detail"].get("alpha", 0.05)
