@@ -150,6 +150,13 @@ def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
     reads["baseline"] = configured
     field_name = getattr(spec, "cluster", None) or default_cluster((getattr(spec, "dataset", None) or {}).get("kind"))
     clusters = sample_clusters(read_pinned(lake, "samples", versions, {"fingerprint": fingerprint}), field_name) if field_name else None
+    trials = int(getattr(spec, "trials", 1) or 1)
+    if trials > 1:  # trials of one sample are not independent items: the sample (or its declared cluster) is the cluster
+        from metric_ops.stats.trials import split_trial
+
+        ids = set(scores["sample_id"].drop_nulls().to_list())
+        clusters = {sid: (clusters or {}).get(split_trial(sid)[0], split_trial(sid)[0]) for sid in ids}
+        field_name = field_name or "sample (repeated trials)"
     reads["cluster"] = field_name
     reads["gate"] = dict(getattr(spec, "gate", None) or {})
     return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,

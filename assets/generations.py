@@ -24,6 +24,7 @@ from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 from assets.lease_scope import lease_scope
 from resources.backends.logprobs import table_rows
+from metric_ops.stats.trials import expand_trials
 
 GENERATIONS_COLUMNS = [
     ("model", "model partition key"),
@@ -100,6 +101,7 @@ def generations(
     samples = load_samples(lake, fingerprint)
     ids = _check_output_ids(context, backend, model, samples)
     adapter = make_adapter(spec.adapter, samples)
+    samples = expand_trials(samples, getattr(spec, "trials", 1))  # k requests per sample, ids <sample>#<trial> (issue 28)
     requests, failed = [], []
     for sample in samples:
         try:

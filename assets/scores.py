@@ -22,6 +22,7 @@ from metric_ops.identity import parse_signature
 from metric_ops.registry import REGISTRY
 from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
 from metric_ops.scoring.frame import score_frame
+from metric_ops.stats.trials import expand_trials
 from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json
@@ -122,6 +123,7 @@ def score_partition(
     if episodic is not None:
         samples, outputs = episodic
     else:
+        samples = expand_trials(samples, getattr(spec, "trials", 1))  # repeated trials: one item per <sample>#<trial> (issue 28)
         gens = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "output", "status"])
         if gens.height == 0:
             raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")

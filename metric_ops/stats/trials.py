@@ -44,6 +44,21 @@ def trial_id(sample_id: str, trial: int) -> str:
     return f"{sample_id}{TRIAL_SEPARATOR}{int(trial)}"
 
 
+def expand_trials(samples: Sequence, k: int) -> list:
+    """Each of ``samples`` (:class:`metric_ops.base.Sample`) repeated ``k`` times as trials
+    ``<sample_id>#<t>`` (t = 0..k-1), sample by sample, with ``task_id`` (the sample id) and
+    ``trial`` added to the metadata; the samples themselves when ``k == 1``. Raises
+    ``ValueError`` for ``k < 1``."""
+    import dataclasses
+
+    if k < 1:
+        raise ValueError(f"trials must be >= 1, got {k}")
+    if k == 1:
+        return list(samples)
+    return [dataclasses.replace(s, sample_id=trial_id(s.sample_id, t), metadata={**dict(s.metadata or {}), "task_id": s.sample_id, "trial": t})
+            for s in samples for t in range(k)]
+
+
 def split_trial(sample_id: str) -> tuple[str, int | None]:
     """``(sample id, trial index)`` of a trial row's id; ``(sample_id, None)`` for an id with
     no ``#<digits>`` suffix (a single-trial evaluation)."""
@@ -212,5 +227,5 @@ def all_subsets_pass(trials: Sequence[bool], k: int) -> tuple[float, float]:
     return (sum(any(s) for s in subsets) / len(subsets), sum(all(s) for s in subsets) / len(subsets))
 
 
-__all__ = ["HierarchicalInterval", "SampleTrials", "TRIAL_SEPARATOR", "all_subsets_pass", "binary_pass_k", "flip_rate",
+__all__ = ["HierarchicalInterval", "SampleTrials", "TRIAL_SEPARATOR", "all_subsets_pass", "binary_pass_k", "expand_trials", "flip_rate",
            "hierarchical_bootstrap_ci", "sample_trials", "split_trial", "trial_id", "trials_by_sample"]

@@ -58,12 +58,13 @@ def last_model_spec(lake: LakeStore, model: str, fingerprint: str) -> str | None
 
 
 def donor_fingerprints(lake: LakeStore, fingerprint: str) -> list[str]:
-    """Fingerprints whose inputs equal ``fingerprint``'s except for ``annotators``."""
+    """Fingerprints whose inputs equal ``fingerprint``'s except for ``annotators`` and ``trials``."""
     frame = lake.read("evaluations", columns=["fingerprint", "fingerprint_inputs"])
     inputs = {r["fingerprint"]: json.loads(r["fingerprint_inputs"]) for r in frame.iter_rows(named=True)}
     if fingerprint not in inputs:
         return []
-    strip = lambda d: {k: v for k, v in d.items() if k != "annotators"}  # noqa: E731
+    # annotators do not change outputs; trials only add rows (<sample>#<trial>): a larger k reuses the stored trials
+    strip = lambda d: {k: v for k, v in d.items() if k not in ("annotators", "trials")}  # noqa: E731
     ours = strip(inputs[fingerprint])
     return sorted(fp for fp, d in inputs.items() if fp != fingerprint and strip(d) == ours)
 

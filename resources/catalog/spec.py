@@ -132,6 +132,10 @@ class EvaluationSpec:
     # per score name; drive `compare --fail-on-regression` and the regression asset check alike.
     # Not in the fingerprint.
     gate: dict[str, dict[str, float]] = field(default_factory=dict)
+    # repeated trials (issue 28, metric_ops/stats/trials.py): every sample generated and scored
+    # k times, stored as <sample_id>#<trial>; in the fingerprint when k > 1, and a larger k
+    # reuses the trials already stored (resources/backends/planning.py donors)
+    trials: int = 1
     # anonymisation before outbound calls (privacy issue, resources/privacy/policy.py); in the
     # fingerprint only when anonymisation is on (it changes what an API model sees)
     privacy: dict[str, Any] = field(default_factory=dict)
@@ -154,7 +158,7 @@ class EvaluationSpec:
         if check_secrets:  # before anything else: no message, table or history may hold a key
             refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
-                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate"}
+                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate", "trials"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -195,6 +199,7 @@ class EvaluationSpec:
             baseline=_checked_baseline(data.get("baseline"), models, where),
             cluster=_checked_cluster(data.get("cluster"), where),
             gate=_checked_gate(data.get("gate"), where),
+            trials=_checked_trials(data.get("trials"), models, where),
             privacy=_checked_privacy(data.get("privacy"), where),
             profile=str(data["profile"]) if data.get("profile") else None,
             schedule=_checked_schedule(data.get("schedule"), where),
@@ -250,6 +255,7 @@ class EvaluationSpec:
             **({"baseline": self.baseline} if self.baseline is not None else {}),
             **({"cluster": self.cluster} if self.cluster is not None else {}),
             **({"gate": self.gate} if self.gate else {}),
+            **({"trials": self.trials} if self.trials > 1 else {}),
             **({"schedule": self.schedule} if self.schedule else {}),
             **({"lm_eval": self.lm_eval} if self.lm_eval else {}),
         }
@@ -271,6 +277,8 @@ class EvaluationSpec:
 
         make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
         inputs.update(adapter_fingerprint_inputs(self.adapter))
+        if self.trials > 1:  # k rows per sample: another evaluation (a single-trial one keeps its fingerprint)
+            inputs["trials"] = self.trials
         if self.privacy and self.privacy.get("anonymise") not in (None, "off", []):
             # store_raw decides what the lake keeps, not what a model sees
             inputs["privacy"] = {k: v for k, v in self.privacy.items() if k != "store_raw"}
@@ -317,6 +325,24 @@ def _checked_gate(value: Any, where: str) -> dict[str, dict[str, float]]:
         return GateRules.from_mapping(value, f"{where}: gate").to_mapping()
     except GateError as exc:
         raise SpecError(str(exc)) from None
+
+
+MAX_TRIALS = 1000
+
+
+def _checked_trials(value: Any, models: Mapping[str, Any], where: str) -> int:
+    """The ``trials`` count k (1 when absent): an integer in 1..MAX_TRIALS. A precomputed
+    outputs file holds one output per sample, so k > 1 with a ``precomputed:`` model is refused."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TRIALS:
+        raise SpecError(f"{where}: trials must be a whole number of repeats from 1 to {MAX_TRIALS} "
+                        f"(e.g. trials: 5 generates and scores every sample 5 times); got {value!r}")
+    fixed = sorted(str(k) for k, v in dict(models).items() if str(v).startswith("precomputed:"))
+    if value > 1 and fixed:
+        raise SpecError(f"{where}: trials: {value} repeats generation, but {', '.join(fixed)} read one stored output per sample "
+                        "(precomputed:); evaluate them in a spec without trials, or use a live backend (api:, hf:, vllm:)")
+    return value
 
 
 def _checked_cluster(value: Any, where: str) -> str | None:
