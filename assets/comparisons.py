@@ -161,7 +161,7 @@ def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
     reads["gate"] = dict(getattr(spec, "gate", None) or {})
     return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,
             "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads, "clusters": clusters,
-            "cluster": field_name}
+            "cluster": field_name, "trials": trials}
 
 
 def sample_clusters(samples: pl.DataFrame, field_name: str) -> dict[str, str]:
@@ -198,6 +198,10 @@ def _rows_for(inputs: dict[str, Any], run_id: str, config: ComparisonsConfig, me
         n_resamples=config.n_resamples, n_permutations=config.n_permutations, seed=config.seed, metrics=metrics,
         clusters=inputs.get("clusters"),
     )
+    if inputs.get("trials", 1) > 1:  # per-sample flip rates, pass@k / pass^k of binary scores (issue 28)
+        from metric_ops.stats.trials import trial_rows
+
+        rows += trial_rows(scores, metrics=metrics, n_resamples=config.n_resamples, seed=config.seed)
     reads_json = json.dumps(inputs["reads"], sort_keys=True)
     now = utcnow()
     names = SCHEMAS["comparisons"].names
@@ -307,7 +311,7 @@ def regression_check(
     --fail-on-regression`` (:func:`metric_ops.gates.evaluate_gates`). Fails (severity ERROR)
     when a model is significantly worse than the configured baseline on some metric
     (Holm-adjusted p < alpha, delta in the wrong direction) or a ``gate:`` rule of the spec
-    fires (margin, min, max, max_severity), naming the gate, the metric, the delta and the
+    fires (margin, min, max, max_severity, min_trials_passed), naming the gate, the metric, the delta and the
     worst samples; passes otherwise. A configured baseline with no scores under the
     fingerprint fails with severity WARN (the alert cannot run)."""
     models = sorted({r["model"] for r in rows if r["kind"] == "model_metric"})
@@ -395,7 +399,7 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
     stats_rows = [r for r in rows if r["kind"] == "model_metric"]
     winners = [(f"{r['metric']}: {r['model']}", r["mean"]) for r in stats_rows if r["is_winner"]]
     chart = text_bars([(f"{r['metric']} {r['model']}", r["mean"]) for r in stats_rows])
-    kinds = {k: sum(r["kind"] == k for r in rows) for k in ("model_metric", "pairwise", "sample_change", "tradeoff")}
+    kinds = {k: sum(r["kind"] == k for r in rows) for k in ("model_metric", "pairwise", "sample_change", "tradeoff", "trials", "pass_k")}
     yield dg.MaterializeResult(
         metadata={
             "fingerprint": fingerprint,

@@ -101,7 +101,8 @@ def generations(
     samples = load_samples(lake, fingerprint)
     ids = _check_output_ids(context, backend, model, samples)
     adapter = make_adapter(spec.adapter, samples)
-    samples = expand_trials(samples, getattr(spec, "trials", 1))  # k requests per sample, ids <sample>#<trial> (issue 28)
+    if getattr(spec, "trial_repeat", "both") != "judging":  # k requests per sample, ids <sample>#<trial> (issue 28)
+        samples = expand_trials(samples, getattr(spec, "trials", 1))
     requests, failed = [], []
     for sample in samples:
         try:

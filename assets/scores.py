@@ -22,10 +22,11 @@ from metric_ops.identity import parse_signature
 from metric_ops.registry import REGISTRY
 from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
 from metric_ops.scoring.frame import score_frame
-from metric_ops.stats.trials import expand_trials
+from metric_ops.stats.trials import expand_trials, split_trial
 from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json
+from metric_ops.judged.judging import repeated_judging
 from resources.scoring.judges import judge_session, merged_params
 from resources.lake.resource import LakeStore
 from resources.privacy.outbound import offline_mode
@@ -129,7 +130,9 @@ def score_partition(
             raise dg.Failure(f"no generations stored for model {model!r} under fingerprint {fingerprint[:12]}; materialise generations first")
         outputs_by_id = dict(zip(gens["sample_id"].to_list(),
                                  gens.select(pl.when(pl.col("status") == "ok").then(pl.col("output"))).to_series().to_list()))
-        outputs = [outputs_by_id.get(s.sample_id) for s in samples]
+        # repeat: judging stores one output per sample; each of its trials is judged on it
+        by_base = getattr(spec, "trial_repeat", "both") == "judging"
+        outputs = [outputs_by_id.get(split_trial(s.sample_id)[0] if by_base else s.sample_id) for s in samples]
     metric_inputs = MetricInputs(lake, model, fingerprint, samples, outputs)
     selected = list(metrics) if metrics else list(spec.metrics)
     names = [REGISTRY.resolve(m) for m in selected]  # fail fast on unknown names, before any work
@@ -139,7 +142,10 @@ def score_partition(
     frames: list[pl.DataFrame] = []  # one columnar frame per metric: no Python dict per score row
     emitted: list[str] = []
     report: dict[str, Any] = {"computed": [], "reused": [], "inputs_sha256": digest}
-    with judge_session(lake):  # judged metrics read/write the lake's judge_cache (issue 4)
+    # judged metrics read/write the lake's judge_cache (issue 4); with repeated judging each
+    # trial's verdict has its own cache key, so trials are independent calls (issue 28)
+    fresh = getattr(spec, "trials", 1) > 1 and getattr(spec, "trial_repeat", "both") != "generation"
+    with judge_session(lake), repeated_judging(fresh):
         for name in names:
             # annotation values / token log-probabilities where the metric asks for them (issue 7)
             metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, params))

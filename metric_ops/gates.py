@@ -11,7 +11,10 @@ A gate fires on
   confidence-interval form of a non-inferiority test; Schuirmann, 1987; ICH E9);
 - ``min`` / ``max``: a model's mean (or pass rate) below the floor / above the ceiling;
 - ``max_severity``: one sample worse than the baseline by more than this (a catastrophic
-  sample fails the gate even when the mean moved by nothing significant).
+  sample fails the gate even when the mean moved by nothing significant);
+- ``min_trials_passed`` (repeated trials, ``trials: k``): a binary score that some sample
+  of a model passed in fewer than m of its k trials (m of k; read from the ``trials`` rows'
+  pass histogram, the samples with the fewest passes named).
 
 Rules come from the spec's ``gate:`` block, each a mapping of score name (or ``"*"`` for
 every score) to a number::
@@ -20,6 +23,7 @@ every score) to a number::
       margin: {token_f1: 0.02}
       min: {exact_match: 0.6}
       max_severity: {"*": 0.5}
+      min_trials_passed: {exact_match: 3}
 
 Input rows are the ``comparisons`` rows of one fingerprint (dicts, ``detail`` as a dict or
 its JSON). :func:`junit_xml` and :func:`markdown_summary` write the verdicts for CI.
@@ -35,7 +39,7 @@ from xml.etree import ElementTree as ET
 
 from metric_ops.errors import FacetlakeError
 
-GATE_KINDS = ("margin", "min", "max", "max_severity")
+GATE_KINDS = ("margin", "min", "max", "max_severity", "min_trials_passed")
 WORST_SHOWN = 5
 
 
@@ -51,6 +55,7 @@ class GateRules:
     min: Mapping[str, float] = field(default_factory=dict)
     max: Mapping[str, float] = field(default_factory=dict)
     max_severity: Mapping[str, float] = field(default_factory=dict)
+    min_trials_passed: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, where: str = "gate") -> "GateRules":
@@ -72,6 +77,8 @@ class GateRules:
                     raise GateError(f"{where}.{kind}.{metric}: {value!r} is not a finite number")
                 if kind in ("margin", "max_severity") and float(value) < 0:
                     raise GateError(f"{where}.{kind}.{metric}: must be >= 0 (a size in the metric's units), got {value}")
+                if kind == "min_trials_passed" and (float(value) < 1 or float(value) != int(value)):
+                    raise GateError(f"{where}.{kind}.{metric}: a whole number of trials >= 1 (m of the spec's trials: k), got {value}")
                 out[str(metric)] = float(value)
             parsed[kind] = out
         return cls(**parsed)
@@ -182,7 +189,28 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], baseline: str | None, rule
         if ceiling is not None and r["mean"] > ceiling:
             fired.append(Firing("max", r["model"], r["metric"], f"{r['model']} {r['metric']} mean {r['mean']:.4g} > max {ceiling:g}",
                                 delta=None, ci=(r.get("ci_low"), r.get("ci_high"))))
+    fired += _trials_firings(rows, baseline, rules)
     return GateVerdict(tuple(fired), tuple(pairs))
+
+
+def _trials_firings(rows: Sequence[Mapping[str, Any]], baseline: str | None, rules: GateRules) -> list[Firing]:
+    """``min_trials_passed`` over the ``trials`` rows of binary scores (not the baseline's)."""
+    out = []
+    for r in rows:
+        if r.get("kind") != "trials" or (baseline is not None and r.get("model") == baseline):
+            continue
+        m = rules.threshold("min_trials_passed", r["metric"])
+        det = row_detail(r)
+        hist = det.get("pass_histogram")
+        if m is None or hist is None:
+            continue
+        short = sum(int(n) for c, n in hist.items() if int(c) < m)
+        if short:
+            worst = tuple(str(sid) for sid, c, _ in det.get("fewest_passes", []) if c < m)
+            out.append(Firing("min_trials_passed", r["model"], r["metric"],
+                              f"{r['model']} {r['metric']}: {short} of {r.get('n_total')} samples passed fewer than "
+                              f"{int(m)} of {det.get('k')} trials", worst=worst))
+    return out
 
 
 def _failure_text(f: Firing) -> str:

@@ -14,6 +14,9 @@ from pipelines.cli import app
 
 runner = CliRunner()
 HUGE = "select * from range(200000000) t(n)"
+# a result that takes minutes to produce on any machine: an md5 per row (~0.3 us each on one
+# thread) over 200M rows; a plain range of integers was read whole in under 2 s on a fast CI host
+SLOW = "select n, md5(n::varchar) as h from range(200000000) t(n)"
 
 
 @pytest.fixture
@@ -24,7 +27,7 @@ def lake(tmp_path):
 
 
 def test_out_of_a_huge_result_stops_at_the_time_limit(lake, tmp_path):
-    out = runner.invoke(app, ["sql", "--lake", lake, "--timeout", "2", "--out", str(tmp_path / "big.parquet"), HUGE])
+    out = runner.invoke(app, ["sql", "--lake", lake, "--timeout", "2", "--out", str(tmp_path / "big.parquet"), SLOW])
     assert out.exit_code == 1
     assert "stopped at the time limit (2 s)" in out.output and "--timeout" in out.output
     assert not (tmp_path / "big.parquet").exists()  # nothing half-written

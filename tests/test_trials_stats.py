@@ -122,3 +122,60 @@ def test_hierarchical_bootstrap_with_clusters_matches_the_cluster_level_variance
     assert (res.high - res.low) > 1.8 * (naive.high - naive.low)  # ignoring clusters is far too narrow
     with pytest.raises(ValueError, match="one cluster"):
         hierarchical_bootstrap_ci([1, 2], ["a", "a"], ["x", "y"])
+
+
+def _score_frame(ids, values, model="m", metric="exact_match", direction="maximize"):
+    import polars as pl
+
+    return pl.DataFrame({"model": model, "metric": metric, "sample_id": ids, "value": values, "status": "scored",
+                         "direction": direction, "dimension": "correctness"})
+
+
+def test_trial_rows_store_flip_rate_pass_k_and_the_worst_samples(synthetic_100x8):
+    from metric_ops.stats.trials import trial_rows
+
+    ids, values, outcomes = synthetic_100x8
+    rows = trial_rows(_score_frame(ids, values), n_resamples=200)
+    trials = [r for r in rows if r["kind"] == "trials"]
+    passk = {r["detail"]["k"]: r for r in rows if r["kind"] == "pass_k"}
+    assert len(trials) == 1 and sorted(passk) == list(range(1, 9))
+    t = trials[0]
+    c = outcomes.sum(axis=1).astype(int)
+    # mean flip rate = mean of 2c(n-c)/(n(n-1)) per task, to 1e-12
+    assert abs(t["mean"] - np.mean(2 * c * (8 - c) / 56)) <= 1e-12
+    assert t["n_scored"] == t["n_total"] == 100 and t["detail"]["k"] == 8
+    assert t["detail"]["pass_histogram"] == {str(v): int((c == v).sum()) for v in sorted(set(c.tolist()))}
+    fewest = t["detail"]["fewest_passes"]
+    assert [x[1] for x in fewest] == sorted(c.tolist())[:5] and all(x[2] == 8 for x in fewest)
+    assert t["ci_low"] <= t["detail"]["score_mean"] <= t["ci_high"] and abs(t["detail"]["score_mean"] - outcomes.mean()) <= 1e-12
+    for k, row in passk.items():
+        assert abs(row["mean"] - np.mean([math.comb(ci, k) / math.comb(8, k) for ci in c])) <= 1e-12
+        assert abs(row["detail"]["pass_at_k"] - np.mean([1 - math.comb(8 - ci, k) / math.comb(8, k) for ci in c])) <= 1e-12
+    # a graded score: a trials row (flip rate over exact values), no pass_k rows
+    graded = trial_rows(_score_frame(["a#0", "a#1", "b#0", "b#1"], [0.5, 0.5, 0.2, 0.9], metric="token_f1"), n_resamples=50)
+    assert [r["kind"] for r in graded] == ["trials"]
+    assert graded[0]["mean"] == 0.5 and graded[0]["detail"]["unstable"] == 1 and "pass_histogram" not in graded[0]["detail"]
+    assert graded[0]["detail"]["lowest"][0] == ["a", 0.5]
+
+
+def test_min_trials_passed_gate_fires_naming_the_samples_below_m():
+    from metric_ops.gates import GateError, GateRules, evaluate_gates
+    from metric_ops.stats.trials import trial_rows
+
+    # cand: q0 passes 4/4, q1 2/4, q2 0/4; base: 4/4 everywhere
+    ids = [f"q{i}#{t}" for i in range(3) for t in range(4)]
+    cand = [1, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
+    import polars as pl
+
+    frame = pl.concat([_score_frame(ids, [float(v) for v in cand], model="cand"), _score_frame(ids, [1.0] * 12, model="base")])
+    rows = trial_rows(frame, n_resamples=50)
+    fire = lambda m: [f for f in evaluate_gates(rows, "base", GateRules.from_mapping({"min_trials_passed": {"exact_match": m}})).fired
+                      if f.gate == "min_trials_passed"]
+    assert fire(1)[0].worst == ("q2",) and "1 of 3 samples passed fewer than 1 of 4 trials" in fire(1)[0].message
+    assert fire(3)[0].worst == ("q2", "q1") and fire(3)[0].model == "cand"  # the baseline is not gated
+    assert fire(4)[0].worst == ("q2", "q1")
+    none = trial_rows(_score_frame(ids, [1.0] * 12, model="cand"), n_resamples=50)
+    assert not evaluate_gates(none, None, GateRules.from_mapping({"min_trials_passed": {"*": 4}})).fired
+    for bad in (0, 2.5, -1):
+        with pytest.raises(GateError, match="whole number of trials"):
+            GateRules.from_mapping({"min_trials_passed": {"exact_match": bad}})

@@ -214,6 +214,25 @@ def use_cache(cache: JudgeCache | None) -> Iterator[JudgeCache | None]:
         _active_cache = previous
 
 
+_trial_salted = False
+
+
+@contextlib.contextmanager
+def repeated_judging(enabled: bool = True) -> Iterator[bool]:
+    """Within the block (``enabled``), a judge call about a trial row (sample id
+    ``<sample>#<trial>``, :func:`metric_ops.stats.trials.split_trial`) has the trial index in
+    its cache key: trial t of a repeated evaluation is its own judge call, paid once and
+    replayed from the cache on a re-run, so going from k to a larger k pays only the new
+    trials (issue 28). Process-wide like :func:`use_cache` (the judging threads see it)."""
+    global _trial_salted
+    previous = _trial_salted
+    _trial_salted = bool(enabled)
+    try:
+        yield _trial_salted
+    finally:
+        _trial_salted = previous
+
+
 def cache_key(identity: str, messages: Sequence[Mapping[str, str]], decoding: Mapping[str, Any], salt: str = "") -> str:
     """SHA-256 hex over the judge identity, the decoding settings, the exact messages and
     a salt (juror index / attempt number)."""
@@ -257,20 +276,30 @@ class JudgeCaller:
         self.cache = cache
         self.calls = 0
         self._lock = threading.Lock()
+        self._in_flight: dict[str, threading.Lock] = {}
 
     def complete(self, messages: list[dict[str, str]], sample_id: str | None, salt: str) -> tuple[JudgeReply, bool]:
         """One reply, from the cache when present. Returns ``(reply, was_cached)``."""
         key = cache_key(self.judge.identity, messages, self.decoding, salt)
-        if self.cache is not None:
+        if self.cache is None:  # no cache (e.g. the stability command): every call is paid
+            return self._call(messages, sample_id), False
+        # one call per key even when judging threads ask the same question at once (identical
+        # outputs, e.g. repeated trials of a deterministic model): the others wait and read it
+        with self._lock:
+            key_lock = self._in_flight.setdefault(key, threading.Lock())
+        with key_lock:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit, True
+            reply = self._call(messages, sample_id)
+            self.cache.put(key, reply, {"judge": self.judge.identity, "purpose": self.purpose, "sample_id": sample_id})
+        return reply, False
+
+    def _call(self, messages: list[dict[str, str]], sample_id: str | None) -> JudgeReply:
         reply = self.judge.complete(messages, purpose=self.purpose, sample_id=sample_id, **self.decoding)
         with self._lock:
             self.calls += 1
-        if self.cache is not None:
-            self.cache.put(key, reply, {"judge": self.judge.identity, "purpose": self.purpose, "sample_id": sample_id})
-        return reply, False
+        return reply
 
     def ask(self, messages: list[dict[str, str]], parse: Callable[[JudgeReply], Any], sample_id: str | None = None,
             salt: str = "") -> JudgeCall:
@@ -278,6 +307,12 @@ class JudgeCaller:
         again, up to ``max_attempts``; the last failure is re-raised with every raw reply."""
         import tenacity
 
+        if _trial_salted and sample_id is not None:
+            from metric_ops.stats.trials import split_trial
+
+            trial = split_trial(sample_id)[1]
+            if trial is not None:
+                salt = f"{salt}|trial{trial}"
         raws: list[str] = []
         failures: list[str] = []
         cached = 0

@@ -227,5 +227,82 @@ def all_subsets_pass(trials: Sequence[bool], k: int) -> tuple[float, float]:
     return (sum(any(s) for s in subsets) / len(subsets), sum(all(s) for s in subsets) / len(subsets))
 
 
+LOWEST_SHOWN = 5
+PASS_K_CI = "percentile bootstrap over samples (pass@k: Chen et al., 2021; pass^k: Yao et al., 2024)"
+
+
+def trial_rows(scores, binary=None, metrics=None, n_resamples: int = 2000, seed: int = 0) -> list[dict]:
+    """Comparison rows of a repeated evaluation (trial row ids ``<sample>#<trial>``), per
+    (model, score name) with scored values, ``human:`` ratings left out:
+
+    - kind ``trials``: ``mean`` = mean flip rate over the samples with at least two trials
+      (None when none has), ``n_scored`` / ``n_total`` = those samples / every sample,
+      ``ci_low``/``ci_high`` = the hierarchical bootstrap interval of the score's mean
+      (:func:`hierarchical_bootstrap_ci`, samples as items, ``ci_method`` says so); ``detail``:
+      ``k`` (most trials of a sample), ``score_mean``, ``mean_variance`` (mean per-sample trial
+      variance), ``unstable`` (samples whose trials differ), ``lowest`` (up to 5 ``[sample,
+      mean]`` of the lowest per-sample means; highest for a ``minimize`` score) and, for a
+      binary score, ``pass_histogram`` (``{passes: samples}``) and ``fewest_passes`` (up to 5
+      ``[sample, passes, trials]``, fewest first);
+    - kind ``pass_k`` (binary scores only, one row per k = 1 .. k): ``mean`` = pass^k with
+      its bootstrap interval, ``n_scored`` = samples with at least k trials, ``detail``:
+      ``k``, ``pass_at_k`` and its interval (:func:`binary_pass_k`).
+
+    ``scores``: a polars frame with the ``scores`` table's columns (model, metric, sample_id,
+    value, status, direction, dimension); ``binary``: the 0/1 score names (default: the
+    metric registry's declarations); ``metrics``: only these score names. A score declared
+    binary whose values are not all 0 or 1 gets no ``pass_k`` row."""
+    import polars as pl
+
+    from metric_ops.compare.frames import declared_binary
+
+    if scores.height == 0:
+        return []
+    ok = scores.filter(pl.col("value").is_not_null() & pl.col("value").is_finite() & ~pl.col("metric").str.starts_with("human:"))
+    if "status" in ok.columns:
+        ok = ok.filter(pl.col("status") == "scored")
+    if metrics is not None:
+        ok = ok.filter(pl.col("metric").is_in(list(metrics)))
+    binary = declared_binary(set(ok["metric"].to_list())) if binary is None else set(binary)
+    out: list[dict] = []
+    for (model, metric), group in sorted(ok.group_by(["model", "metric"]), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        ids, values = group["sample_id"].to_list(), group["value"].to_list()
+        by_sample = trials_by_sample(ids, values)
+        per = sample_trials(by_sample)
+        direction = group["direction"][0] if "direction" in group.columns else None
+        dimension = group["dimension"][0] if "dimension" in group.columns else None
+        k = max(s.n for s in per)
+        repeated = [s for s in per if s.n >= 2]
+        flips = [s.flip_rate for s in repeated]
+        interval = hierarchical_bootstrap_ci(values, [split_trial(i)[0] for i in ids], n_resamples=n_resamples, seed=seed)
+        lowest = sorted(per, key=lambda s: (s.mean if direction != "minimize" else -s.mean, s.sample_id))[:LOWEST_SHOWN]
+        detail = {
+            "k": k, "score_mean": interval.mean, "mean_variance": float(np.mean([s.variance for s in repeated])) if repeated else None,
+            "unstable": sum(1 for f in flips if f), "lowest": [[s.sample_id, s.mean] for s in lowest],
+            "interval": "hierarchical bootstrap: samples, then their trials (conservative; Davison & Hinkley 1997, 3.8)",
+        }
+        is_binary = metric in binary and all(v in (0.0, 1.0) for v in values)
+        if is_binary:
+            passes = {sid: (int(sum(v)), len(v)) for sid, v in by_sample.items()}
+            hist: dict[str, int] = {}
+            for c, _ in passes.values():
+                hist[str(c)] = hist.get(str(c), 0) + 1
+            detail["pass_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0])))
+            fewest = sorted(passes.items(), key=lambda kv: (kv[1][0], kv[1][0] / kv[1][1], kv[0]))[:LOWEST_SHOWN]
+            detail["fewest_passes"] = [[sid, c, n] for sid, (c, n) in fewest]
+        common = {"model": model, "metric": metric, "direction": direction, "dimension": dimension}
+        out.append({**common, "kind": "trials", "n_scored": len(repeated), "n_total": len(per),
+                    "mean": float(np.mean(flips)) if flips else None, "ci_low": interval.low, "ci_high": interval.high,
+                    "ci_method": "hierarchical bootstrap", "detail": detail})
+        if is_binary:
+            for pk in binary_pass_k(by_sample, n_resamples=n_resamples, seed=seed):
+                out.append({**common, "kind": "pass_k", "n_scored": pk.n_tasks, "n_total": pk.n_tasks + pk.n_excluded,
+                            "mean": pk.pass_hat_k, "ci_low": pk.pass_hat_k_ci[0], "ci_high": pk.pass_hat_k_ci[1],
+                            "ci_method": PASS_K_CI,
+                            "detail": {"k": pk.k, "pass_hat_k": pk.pass_hat_k, "pass_at_k": pk.pass_at_k,
+                                       "pass_at_k_ci": list(pk.pass_at_k_ci), "n_excluded": pk.n_excluded}})
+    return out
+
+
 __all__ = ["HierarchicalInterval", "SampleTrials", "TRIAL_SEPARATOR", "all_subsets_pass", "binary_pass_k", "expand_trials", "flip_rate",
-           "hierarchical_bootstrap_ci", "sample_trials", "split_trial", "trial_id", "trials_by_sample"]
+           "hierarchical_bootstrap_ci", "sample_trials", "split_trial", "trial_id", "trial_rows", "trials_by_sample"]

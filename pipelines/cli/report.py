@@ -62,7 +62,7 @@ def compare(
     fingerprint: Optional[str] = EvaluationOption(help=EVALUATION_HELP + " Default: every active evaluation."),
     other: Optional[List[str]] = typer.Option(None, "--with", help="Check that another evaluation or fingerprint is comparable (repeatable)."),
     force: bool = typer.Option(False, "--force", help="Report the differences instead of refusing."),
-    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any compared evaluation's gate fires: a significant (Holm-adjusted) regression against the baseline, or a `gate:` rule of its spec (margin, min, max, max_severity). The regression asset check applies the same rule."),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="Exit 1 when any compared evaluation's gate fires: a significant (Holm-adjusted) regression against the baseline, or a `gate:` rule of its spec (margin, min, max, max_severity, min_trials_passed). The regression asset check applies the same rule."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write the gate verdicts as JUnit XML to this file (one test case per model x metric against the baseline).", dir_okay=False),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write the gate verdict as Markdown to this file (for a pull-request comment).", dir_okay=False),
     format: OutputFormat = FormatOption("table, csv or json. csv and json print only rows on stdout: one per evaluation x "

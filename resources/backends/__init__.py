@@ -302,8 +302,10 @@ def check_output_ids(models: Mapping[str, str], sample_ids: Iterable[str], keep:
 
     A partial match is an :class:`OutputIdsWarning` naming the model and the file (the CLI
     prints it as a one-line warning); no match at all raises :class:`BackendError` (model
-    and file named, with the fix). Returns the matches of the files checked. ``keep``: this
-    process's run reads the files next."""
+    and file named, with the fix). A file that does not exist yet is not checked here (a
+    demo or a script may write it after registration; the generations asset then reports
+    each sample without an output as an error). Returns the matches of the files checked.
+    ``keep``: this process's run reads the files next."""
     import warnings
 
     ids = [str(s) for s in sample_ids]
@@ -311,8 +313,11 @@ def check_output_ids(models: Mapping[str, str], sample_ids: Iterable[str], keep:
     for slug, spec in models.items():
         if not spec.startswith("precomputed:") or spec.startswith("precomputed:column="):
             continue
+        backend = PrecomputedBackend(spec)
+        if backend.path is not None and not backend.path.exists():
+            continue
         try:
-            match = PrecomputedBackend(spec).match_ids(ids, keep=keep)
+            match = backend.match_ids(ids, keep=keep)
         except BackendError as exc:
             raise BackendError(f"model {slug}: {exc}") from None
         if match is not None:

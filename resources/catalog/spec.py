@@ -128,7 +128,7 @@ class EvaluationSpec:
     # (input, context); every interval and paired test then resamples clusters. Default: the
     # dataset kind's natural cluster (squad_v2: context). Not in the fingerprint.
     cluster: str | None = None
-    # release gates (issue 28, metric_ops/compare/gates.py): margin / min / max / max_severity
+    # release gates (issue 28, metric_ops/compare/gates.py): margin / min / max / max_severity / min_trials_passed
     # per score name; drive `compare --fail-on-regression` and the regression asset check alike.
     # Not in the fingerprint.
     gate: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -136,6 +136,7 @@ class EvaluationSpec:
     # k times, stored as <sample_id>#<trial>; in the fingerprint when k > 1, and a larger k
     # reuses the trials already stored (resources/backends/planning.py donors)
     trials: int = 1
+    trial_repeat: str = "both"  # what a trial repeats: generation, judging or both (TRIAL_REPEATS)
     # anonymisation before outbound calls (privacy issue, resources/privacy/policy.py); in the
     # fingerprint only when anonymisation is on (it changes what an API model sees)
     privacy: dict[str, Any] = field(default_factory=dict)
@@ -199,7 +200,7 @@ class EvaluationSpec:
             baseline=_checked_baseline(data.get("baseline"), models, where),
             cluster=_checked_cluster(data.get("cluster"), where),
             gate=_checked_gate(data.get("gate"), where),
-            trials=_checked_trials(data.get("trials"), models, where),
+            **dict(zip(("trials", "trial_repeat"), _checked_trials(data.get("trials"), models, where))),
             privacy=_checked_privacy(data.get("privacy"), where),
             profile=str(data["profile"]) if data.get("profile") else None,
             schedule=_checked_schedule(data.get("schedule"), where),
@@ -255,10 +256,14 @@ class EvaluationSpec:
             **({"baseline": self.baseline} if self.baseline is not None else {}),
             **({"cluster": self.cluster} if self.cluster is not None else {}),
             **({"gate": self.gate} if self.gate else {}),
-            **({"trials": self.trials} if self.trials > 1 else {}),
+            **({"trials": self.trials_mapping()} if self.trials > 1 else {}),
             **({"schedule": self.schedule} if self.schedule else {}),
             **({"lm_eval": self.lm_eval} if self.lm_eval else {}),
         }
+
+    def trials_mapping(self) -> int | dict[str, Any]:
+        """``trials`` as written back: k when a trial repeats both, else ``{k, repeat}``."""
+        return self.trials if self.trial_repeat == "both" else {"k": self.trials, "repeat": self.trial_repeat}
 
     def make_dataset(self) -> Dataset:
         """The configured dataset object (``sha256``, a content pin, is the catalog's concern)."""
@@ -278,7 +283,7 @@ class EvaluationSpec:
         make_annotators(self.annotators)  # a bad annotator fails at registration, not mid-run
         inputs.update(adapter_fingerprint_inputs(self.adapter))
         if self.trials > 1:  # k rows per sample: another evaluation (a single-trial one keeps its fingerprint)
-            inputs["trials"] = self.trials
+            inputs["trials"] = self.trials_mapping()
         if self.privacy and self.privacy.get("anonymise") not in (None, "off", []):
             # store_raw decides what the lake keeps, not what a model sees
             inputs["privacy"] = {k: v for k, v in self.privacy.items() if k != "store_raw"}
@@ -330,19 +335,33 @@ def _checked_gate(value: Any, where: str) -> dict[str, dict[str, float]]:
 MAX_TRIALS = 1000
 
 
-def _checked_trials(value: Any, models: Mapping[str, Any], where: str) -> int:
-    """The ``trials`` count k (1 when absent): an integer in 1..MAX_TRIALS. A precomputed
-    outputs file holds one output per sample, so k > 1 with a ``precomputed:`` model is refused."""
+TRIAL_REPEATS = ("both", "generation", "judging")
+
+
+def _checked_trials(value: Any, models: Mapping[str, Any], where: str) -> tuple[int, str]:
+    """``(k, repeat)`` from ``trials`` ((1, "both") when absent): ``trials: k`` (k in
+    1..MAX_TRIALS) repeats generation and judging, each trial's output judged afresh;
+    ``trials: {k: 5, repeat: generation}`` repeats generation only (identical outputs share
+    one cached judge verdict); ``repeat: judging`` generates once and asks every judged
+    metric k times (its trial index in the judge-cache key). A precomputed outputs file holds
+    one output per sample, so k > 1 with a ``precomputed:`` model needs ``repeat: judging``."""
     if value is None:
-        return 1
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TRIALS:
+        return 1, "both"
+    k, repeat = (value.get("k"), value.get("repeat", "both")) if isinstance(value, Mapping) else (value, "both")
+    if isinstance(value, Mapping) and set(value) - {"k", "repeat"}:
+        raise SpecError(f"{where}: trials takes k and repeat, e.g. trials: {{k: 5, repeat: judging}}; unknown {sorted(set(value) - {'k', 'repeat'})}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TRIALS:
         raise SpecError(f"{where}: trials must be a whole number of repeats from 1 to {MAX_TRIALS} "
-                        f"(e.g. trials: 5 generates and scores every sample 5 times); got {value!r}")
-    fixed = sorted(str(k) for k, v in dict(models).items() if str(v).startswith("precomputed:"))
-    if value > 1 and fixed:
-        raise SpecError(f"{where}: trials: {value} repeats generation, but {', '.join(fixed)} read one stored output per sample "
-                        "(precomputed:); evaluate them in a spec without trials, or use a live backend (api:, hf:, vllm:)")
-    return value
+                        f"(e.g. trials: 5 generates and scores every sample 5 times); got {k!r}")
+    if repeat not in TRIAL_REPEATS:
+        raise SpecError(f"{where}: trials.repeat {repeat!r} is not one of {', '.join(TRIAL_REPEATS)} "
+                        "(generation: new outputs; judging: the same output judged again; both: the default)")
+    fixed = sorted(str(m) for m, v in dict(models).items() if str(v).startswith("precomputed:"))
+    if k > 1 and fixed and repeat != "judging":
+        raise SpecError(f"{where}: trials: {k} repeats generation, but {', '.join(fixed)} read one stored output per sample "
+                        "(precomputed:); write trials: {k: N, repeat: judging} to judge each stored output N times, "
+                        "evaluate them in a spec without trials, or use a live backend (api:, hf:, vllm:)")
+    return k, repeat
 
 
 def _checked_cluster(value: Any, where: str) -> str | None:
