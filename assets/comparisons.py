@@ -279,6 +279,30 @@ def headline(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(out) if out else pl.DataFrame({"metric": []})
 
 
+def trials_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Repeated trials (``trials: k``), one row per model x score: trials per sample, the
+    score's mean with its hierarchical 95% interval, the mean flip rate, samples whose trials
+    disagree, and pass@k / pass^k at the largest k for a binary score (empty without trials)."""
+    trials = [r for r in rows if r["kind"] == "trials"]
+    passk: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] == "pass_k":
+            key = (r["model"], r["metric"])
+            if row_detail(r).get("k", 0) >= row_detail(passk.get(key, {})).get("k", 0):
+                passk[key] = r
+    out = []
+    for r in sorted(trials, key=lambda r: (r["metric"], r["model"])):
+        det, top = row_detail(r), passk.get((r["model"], r["metric"]))
+        mean = det.get("score_mean")
+        out.append({"metric": r["metric"], "model": r["model"], "k": det.get("k"),
+                    "mean [95% CI, trials]": "" if mean is None else f"{mean:.4g} [{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
+                    "flip rate": None if r["mean"] is None else round(r["mean"], 4),
+                    "unstable": f"{det.get('unstable', 0)}/{r['n_total']}",
+                    "pass@k": None if top is None or row_detail(top).get("pass_at_k") is None else round(row_detail(top)["pass_at_k"], 4),
+                    "pass^k": None if top is None or top["mean"] is None else round(top["mean"], 4)})
+    return pl.DataFrame(out) if out else pl.DataFrame({"metric": []})
+
+
 def difference_text(row: dict[str, Any]) -> str:
     """A pairwise row as "+2.1 [+0.4, +3.8]": the paired difference (candidate - baseline)
     in the metric's units with its 95% interval ("" when there is no difference)."""

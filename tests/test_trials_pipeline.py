@@ -94,6 +94,18 @@ def test_trials_store_one_row_per_trial_and_a_larger_k_sends_only_the_new_trials
     live_em = lake.read("scores", where={"fingerprint": eight.fingerprint, "metric": "exact_match", "model": "live"})
     k1 = passk.filter(pl.col("detail").str.contains('"k": 1,')).row(0, named=True)
     assert k1["mean"] == pytest.approx(live_em["value"].mean(), abs=1e-12)  # pass^1 = the mean pass rate
+    # compare and the report show them
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    shown = CliRunner().invoke(app, ["compare", "-e", eight.fingerprint, "--lake", lake.root], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    assert "repeated trials" in shown.output and "pass^k" in shown.output and "flip rate" in shown.output
+    page = tmp_path / "report.html"
+    made = CliRunner().invoke(app, ["report", "-e", eight.fingerprint, "--out", str(page), "--lake", lake.root])
+    assert made.exit_code == 0, made.output
+    assert "<h3>Repeated trials</h3>" in page.read_text(encoding="utf-8")
     summary = lake.read("summary", where={"fingerprint": eight.fingerprint, "metric": "token_f1"})
     live = lake.read("scores", where={"fingerprint": eight.fingerprint, "metric": "token_f1", "model": "live"})
     assert summary.filter(pl.col("model") == "live")["mean"][0] == pytest.approx(live["value"].mean(), abs=1e-12)

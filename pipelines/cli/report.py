@@ -83,7 +83,7 @@ def compare(
     """
     import polars as pl
 
-    from assets.comparisons import IncomparableError, headline, pairwise_table, require_comparable
+    from assets.comparisons import IncomparableError, headline, pairwise_table, require_comparable, trials_table
     from metric_ops.gates import GateRules, evaluate_gates, junit_xml, markdown_summary
     from resources.catalog import CatalogError, evaluation_row, evaluation_spec, list_evaluations
 
@@ -143,6 +143,10 @@ def compare(
                 print_frame(pw.with_columns(pl.col("p", "p_holm").round(6)), title=f"{label}: pairwise, paired test, Holm-corrected; "
                                                                       "Δ [95% CI] in the metric's units; detectable = the "
                                                                       "smallest difference this evaluation detects at 80% power")
+            repeated = trials_table(rows)
+            if repeated.height:
+                print_frame(repeated, title=f"{label}: repeated trials (k per sample; flip rate = share of trial pairs that "
+                                            "disagree; pass@k / pass^k at k, binary scores)")
             if store.exists("episode_summary"):  # agent episodes: pass^k compared task-paired (issue 17)
                 from pipelines.cli.agent_tables import print_paired
 

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from pipelines.report.data import BERTSCORE, HALLUCINATION_FLAG, MAX_RUNS, TRIAD, ReportData, _metric_ranges, _scale, _scored
+from assets.comparisons import trials_table
 from metric_ops.gates import row_detail
 from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
 
@@ -55,6 +56,12 @@ def section_headline(d: ReportData) -> Section:
     if any(row_detail(r).get("tie_group") is not None for r in stats):
         body += ("<p class='cap'>Tie group: models statistically indistinguishable by the Holm-adjusted paired tests; "
                  "group 1 is tied with the best (docs/analysis.md).</p>")
+    repeated = trials_table(d.comparisons)
+    if repeated.height:
+        body += ("<h3>Repeated trials</h3>" + html_table(repeated.to_dicts())
+                 + "<p class='cap'>Each sample was evaluated k times (<code>trials:</code> in the spec). The interval resamples "
+                   "samples, then their trials; flip rate = share of trial pairs that disagree; pass@k = chance that at least "
+                   "one of k trials passes, pass^k = that all k pass (Chen et al. 2021; Yao et al. 2024).</p>")
     corpus = sorted({r["metric"] for r in stats if (r.get("detail") or {}).get("level") == "corpus"})
     if corpus:
         body += (f"<p class='cap'>Corpus-level scores ({esc(', '.join(corpus))}): one value per model over every scored segment "
