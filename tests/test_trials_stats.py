@@ -83,14 +83,17 @@ def test_flip_rate_and_per_sample_statistics():
         trials_by_sample(["a#1", "a#1"], [1, 0])
 
 
-def test_hierarchical_bootstrap_reduces_to_the_item_bootstrap_when_trials_agree_and_widens_with_trial_noise():
+@pytest.mark.parametrize("wild", [False, True])
+def test_hierarchical_bootstrap_reduces_to_the_item_bootstrap_when_trials_agree_and_widens_with_trial_noise(wild):
     rng = np.random.default_rng(5)
     item_means = rng.normal(0.5, 0.2, 300)
     items = [f"s{i}" for i in range(300) for _ in range(4)]
     agree = np.repeat(item_means, 4)
     noisy = agree + rng.normal(0, 0.4, agree.size)
-    a = hierarchical_bootstrap_ci(agree, items, n_resamples=1000, seed=1)
-    b = hierarchical_bootstrap_ci(noisy, items, n_resamples=1000, seed=1)
+    # the resampling bootstrap and, for large inputs, its wild form: the same variance components
+    a = hierarchical_bootstrap_ci(agree, items, n_resamples=1000 if not wild else 4000, seed=1, wild=wild)
+    b = hierarchical_bootstrap_ci(noisy, items, n_resamples=1000 if not wild else 4000, seed=1, wild=wild)
+    assert a.method == ("hierarchical-wild-bootstrap-percentile" if wild else "hierarchical-bootstrap-percentile")
     se_items = item_means.std(ddof=1) / math.sqrt(300)
     assert a.mean == pytest.approx(item_means.mean(), abs=1e-12)
     assert (a.high - a.low) == pytest.approx(2 * 1.96 * se_items, rel=0.10)  # percentile vs normal width, 1000 draws
@@ -103,7 +106,8 @@ def test_hierarchical_bootstrap_reduces_to_the_item_bootstrap_when_trials_agree_
     assert (a.n_items, a.n_clusters, a.n_trials) == (300, 300, 1200)
 
 
-def test_hierarchical_bootstrap_with_clusters_matches_the_cluster_level_variance():
+@pytest.mark.parametrize("wild", [False, True])
+def test_hierarchical_bootstrap_with_clusters_matches_the_cluster_level_variance(wild):
     rng = np.random.default_rng(9)
     n_cl, per = 40, 5
     cl_effect = rng.normal(0, 0.3, n_cl)
@@ -114,8 +118,8 @@ def test_hierarchical_bootstrap_with_clusters_matches_the_cluster_level_variance
                 values.append(cl_effect[c] + rng.normal(0, 0.1))
                 items.append(f"c{c}i{i}")
                 clusters.append(f"c{c}")
-    res = hierarchical_bootstrap_ci(values, items, clusters, n_resamples=1000, seed=2)
-    naive = hierarchical_bootstrap_ci(values, items, None, n_resamples=1000, seed=2)
+    res = hierarchical_bootstrap_ci(values, items, clusters, n_resamples=2000, seed=2, wild=wild)
+    naive = hierarchical_bootstrap_ci(values, items, None, n_resamples=2000, seed=2, wild=wild)
     cluster_means = np.array(values).reshape(n_cl, -1).mean(axis=1)
     se = cluster_means.std(ddof=1) / math.sqrt(n_cl)
     assert (res.high - res.low) == pytest.approx(2 * 1.96 * se, rel=0.15)

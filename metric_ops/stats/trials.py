@@ -34,6 +34,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from metric_ops.stats.core import WILD_BOOTSTRAP_ABOVE
+
 TRIAL_SEPARATOR = "#"
 
 
@@ -164,11 +166,12 @@ class HierarchicalInterval:
     n_items: int
     n_trials: int
     n_resamples: int
+    method: str = "hierarchical-bootstrap-percentile"
 
 
 def hierarchical_bootstrap_ci(
     values: Sequence[float], items: Sequence[str], clusters: Sequence[str] | None = None,
-    confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0,
+    confidence: float = 0.95, n_resamples: int = 2000, seed: int = 0, wild: bool | None = None,
 ) -> HierarchicalInterval:
     """Percentile interval of the mean of ``values`` (one per trial row) by a three-level
     bootstrap: draw clusters with replacement, then within each drawn cluster draw its items
@@ -179,7 +182,15 @@ def hierarchical_bootstrap_ci(
     cluster label of each row (None: every item its own cluster, a two-level bootstrap).
     Rows of one item must share one cluster. Raises ``ValueError`` for mismatched lengths,
     an item in two clusters, no rows or a confidence outside (0, 1). Cost: O(n_resamples x
-    rows) in batches of index arrays (benchmarks/bench_stats.py)."""
+    rows) in batches of index arrays (benchmarks/bench_stats.py).
+
+    ``wild`` (default: when rows x resamples > :data:`metric_ops.stats.core.WILD_BOOTSTRAP_ABOVE`):
+    the wild bootstrap at every level instead (Cameron, Gelbach & Miller, 2008, as
+    :func:`metric_ops.stats.clustered.cluster_bootstrap_ci` does past the same size): each
+    resample's mean is ``mean + (sum_g w_g R_g + sum_i u_i r_i + sum_ij v_ij d_ij) / N`` with
+    independent Rademacher signs on the cluster residual sums R_g, the items' sums around their
+    cluster's mean r_i and the trials' deviations from their item's mean d_ij: the same three
+    variance components at one random bit each (method ``hierarchical-wild-bootstrap-percentile``)."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         raise ValueError("no values to bootstrap")
@@ -202,6 +213,22 @@ def hierarchical_bootstrap_ci(
     cl_start = np.array([j for j in range(len(item_cl)) if j == 0 or item_cl[j] != item_cl[j - 1]])
     cl_size = np.diff(np.append(cl_start, len(item_cl)))
     n_cl = cl_start.size
+    alpha = (1 - confidence) / 2
+    if wild if wild is not None else xs.size * n_resamples > WILD_BOOTSTRAP_ABOVE:
+        from metric_ops.stats.core import sign_flip_null
+
+        mean, total = float(xs.mean()), xs.size
+        item_sum = np.add.reduceat(xs, item_start)
+        cl_item_start = cl_start  # clusters are runs of items
+        cl_sum = np.add.reduceat(item_sum, cl_item_start)
+        cl_n = np.add.reduceat(item_size, cl_item_start)
+        cl_mean_of_item = np.repeat(cl_sum / cl_n, cl_size)
+        levels = [cl_sum - cl_n * mean, item_sum - item_size * cl_mean_of_item, xs - np.repeat(item_sum / item_size, item_size)]
+        flipped = sum(sign_flip_null(res, n_resamples, seed + i) for i, res in enumerate(levels) if np.any(res))
+        means = mean - 2.0 * np.asarray(flipped, dtype=float) / total if not np.isscalar(flipped) else np.full(n_resamples, mean)
+        low, high = np.quantile(means, [alpha, 1 - alpha])
+        return HierarchicalInterval(mean, float(low), float(high), int(n_cl), int(item_start.size), int(x.size), n_resamples,
+                                    "hierarchical-wild-bootstrap-percentile")
     rng = np.random.default_rng(seed)
     stats = np.empty(n_resamples)
     for r in range(n_resamples):
@@ -214,7 +241,6 @@ def hierarchical_bootstrap_ci(
         tbase = np.repeat(item_start[it], tsz)
         tr = tbase + (rng.random(tbase.size) * np.repeat(tsz, tsz)).astype(np.int64)
         stats[r] = xs[tr].mean()
-    alpha = (1 - confidence) / 2
     low, high = np.quantile(stats, [alpha, 1 - alpha])
     return HierarchicalInterval(float(x.mean()), float(low), float(high), int(n_cl), int(item_start.size), int(x.size), n_resamples)
 
@@ -293,7 +319,7 @@ def trial_rows(scores, binary=None, metrics=None, n_resamples: int = 2000, seed:
         common = {"model": model, "metric": metric, "direction": direction, "dimension": dimension}
         out.append({**common, "kind": "trials", "n_scored": len(repeated), "n_total": len(per),
                     "mean": float(np.mean(flips)) if flips else None, "ci_low": interval.low, "ci_high": interval.high,
-                    "ci_method": "hierarchical bootstrap", "detail": detail})
+                    "ci_method": interval.method, "detail": detail})
         if is_binary:
             for pk in binary_pass_k(by_sample, n_resamples=n_resamples, seed=seed):
                 out.append({**common, "kind": "pass_k", "n_scored": pk.n_tasks, "n_total": pk.n_tasks + pk.n_excluded,
