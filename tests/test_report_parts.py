@@ -117,3 +117,53 @@ def test_radar_draws_only_metrics_every_model_has():
     thetas = re.findall(r'"theta":\[([^\]]*)\]', section.body)
     assert thetas and all("human:overall" not in t and "token_f1" in t and "bleu" in t for t in thetas)
     assert "left out of the radar: human:overall" in section.body
+
+
+def test_a_re_run_that_wrote_no_score_is_no_run_and_is_listed_as_unchanged():
+    """Issue 26, fault 10: re-runs that reused every score (0 rows written) are not runs."""
+    rows = [_run("full-1", "a", 0, 1), _run("again-1", "a", 5, 1), _run("again-2", "a", 9, 1), _run("full-2", "a", 20, 2)]
+    for r, n in zip(rows, (40, 0, 0, 40)):
+        r["rows"] = n
+    groups = run_groups(pl.DataFrame(rows))
+    assert [(g["run_id"], g["unchanged_by"]) for g in groups] == [("full-2", []), ("full-1", ["again-1", "again-2"])]
+    from pipelines.report.data import unchanged_text
+
+    assert unchanged_text(groups[1]) == "unchanged since this run: 2 re-runs (last again-2, 2026-01-01 00:09)"
+    assert unchanged_text(groups[0]) == "-"
+
+
+def test_report_of_a_re_run_evaluation_shows_one_run_per_model_unchanged_since(tmp_path, instance):
+    """End to end: the same evaluation run three times writes its scores once; the report's
+    runs are one per model, each 'unchanged since' with two re-runs; the timeline has one
+    panel (y axis) per score and one legend entry per model."""
+    from pipelines.report import build_html
+    from pipelines.report.data import load_report_data
+    from pipelines.report.html import Figures
+    from pipelines.report.samples import section_timeline
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.resource import LakeStore
+    from resources.lake.tables import LakeTables
+    from tests.conftest import small_spec
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    for _ in range(3):
+        resolved = run_evaluation(small_spec(), lake, instance)
+    data = load_report_data(LakeTables(root=lake.root), resolved.fingerprint)
+    assert [(r["model"], len(r["unchanged_by"])) for r in data.runs] == [("sfres-system", 2)]
+    assert "unchanged since this run: 2 re-runs" in build_html(data)
+
+    class Kept(Figures):
+        figures: list = []
+
+        def div(self, fig, height=420, top=40):
+            self.figures.append(fig)
+            return super().div(fig, height, top)
+
+    figs = Kept()
+    section_timeline(data, figs)
+    fig = figs.figures[-1]
+    metrics = set(data.scores.filter(pl.col("status") == "scored")["metric"].to_list())
+    assert len(metrics) >= 4  # exact_match, token_f1, bleu, rouge_l: one panel each, in its own units
+    assert len({t.yaxis for t in fig.data}) == len(metrics)
+    assert [a.text for a in fig.layout.annotations] == sorted(metrics)
+    assert sum(1 for t in fig.data if t.showlegend) == 1  # one legend entry per model

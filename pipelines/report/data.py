@@ -77,8 +77,11 @@ def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
     A full scoring run of a (fingerprint, model) partition starts a run; a rescoring event
     (a subset of metrics, ``facetlake score -m``) belongs to the run before it: the run is
     read at the scores version its last rescore wrote, so it shows the added metrics, and
-    the rescore is never a run of its own. Each entry: ``fingerprint, model, run_id`` (of
-    the full run), ``finished_at``, ``scores_version`` and ``rescored_by`` (run ids)."""
+    the rescore is never a run of its own. A full run that wrote no score row (every score
+    reused: a re-run that changed nothing, issue 26 fault 10) is not a run either: it is
+    listed in the entry it repeated as ``unchanged_by``. Each entry: ``fingerprint, model,
+    run_id`` (of the full run), ``finished_at``, ``scores_version``, ``rescored_by`` and
+    ``unchanged_by`` (run ids, oldest first) and ``last_unchanged_at``."""
     groups: list[dict[str, Any]] = []
     current: dict[tuple[str, str], dict[str, Any]] = {}
     for r in runs.sort("finished_at", nulls_last=False).iter_rows(named=True):
@@ -92,11 +95,34 @@ def run_groups(runs: pl.DataFrame) -> list[dict[str, Any]]:
             continue
         if entry is not None and entry["run_id"] == r["run_id"]:
             continue  # the same Dagster run recorded twice
+        if entry is not None and r.get("rows") == 0:
+            unchanged(entry, r["run_id"], r["finished_at"])
+            continue
         entry = {"fingerprint": r["fingerprint"], "model": r["model"], "run_id": r["run_id"], "finished_at": r["finished_at"],
-                 "scores_version": int(r["table_version"]), "rescored_by": []}
+                 "scores_version": int(r["table_version"]), "rescored_by": [], "unchanged_by": [], "last_unchanged_at": None}
         current[key] = entry
         groups.append(entry)
     return groups[::-1]
+
+
+def unchanged(entry: dict[str, Any], run_id: str, finished_at: Any, also: Sequence[str] = ()) -> None:
+    """Record ``run_id`` (and the runs in ``also``) as re-runs of ``entry`` that changed no score."""
+    entry.setdefault("unchanged_by", []).extend([run_id, *also])
+    entry["last_unchanged_at"] = finished_at
+
+
+def _same_means(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a.keys() == b.keys() and all(abs(a[k] - b[k]) <= 1e-12 for k in a)
+
+
+def unchanged_text(entry: dict[str, Any]) -> str:
+    """The multi-run table's note on re-runs that changed nothing ("-" when none)."""
+    later = entry.get("unchanged_by") or []
+    if not later:
+        return "-"
+    when = entry.get("last_unchanged_at")
+    when = f", {when.strftime('%Y-%m-%d %H:%M')}" if hasattr(when, "strftime") else ""
+    return f"unchanged since this run: {len(later)} re-run{'s' if len(later) != 1 else ''} (last {later[-1][:8]}{when})"
 
 
 def _run_entries(lake: LakeTables, fingerprints: Sequence[str], max_runs: int) -> list[dict[str, Any]]:
@@ -111,7 +137,7 @@ def _run_entries(lake: LakeTables, fingerprints: Sequence[str], max_runs: int) -
         return []
     runs = lake.read("runs", where={"asset": "scores"}).filter(pl.col("fingerprint").is_in(list(fingerprints)))
     entries: list[dict[str, Any]] = []
-    for g in run_groups(runs):
+    for g in run_groups(runs)[: 4 * max_runs]:  # newest first; re-runs with equal means merge below
         try:
             frame = lake.read("scores", where={"fingerprint": g["fingerprint"], "model": g["model"]}, version=g["scores_version"])
         except Exception:  # noqa: BLE001 - a vacuumed version is skipped, not fatal
@@ -123,10 +149,21 @@ def _run_entries(lake: LakeTables, fingerprints: Sequence[str], max_runs: int) -
         when = g["finished_at"].strftime("%Y-%m-%d %H:%M") if g["finished_at"] else ""
         entries.append({"label": f"{g['model']} @ {g['fingerprint'][:8]} · {g['run_id'][:8]} ({when})",
                         "fingerprint": g["fingerprint"], "model": g["model"], "run_id": g["run_id"], "means": means,
-                        "scores_version": g["scores_version"], "rescored_by": g["rescored_by"]})
-        if len(entries) >= max_runs:
-            break
-    return entries
+                        "scores_version": g["scores_version"], "rescored_by": g["rescored_by"],
+                        "unchanged_by": list(g.get("unchanged_by", [])), "last_unchanged_at": g.get("last_unchanged_at"),
+                        "finished_at": g["finished_at"]})
+    # a run whose means equal the previous run of its partition changed nothing: it joins that run
+    kept: list[dict[str, Any]] = []
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in reversed(entries):  # oldest first
+        key = (e["fingerprint"], e["model"])
+        prev = last.get(key)
+        if prev is not None and _same_means(prev["means"], e["means"]):
+            unchanged(prev, e["run_id"], e["last_unchanged_at"] or e["finished_at"], e["unchanged_by"])
+            continue
+        last[key] = e
+        kept.append(e)
+    return kept[::-1][:max_runs]
 
 
 def load_report_data(

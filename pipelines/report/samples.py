@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from pipelines.report.data import MAX_RUNS, PAGE_SIZE, TIERS, ReportData, _metric_ranges, _scale, _scored
+from pipelines.report.data import MAX_RUNS, PAGE_SIZE, TIERS, ReportData, _metric_ranges, _scale, _scored, unchanged_text
 from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
 from pipelines.report.sections import _detail_rows
 
@@ -55,30 +55,40 @@ def section_sample_heatmap(d: ReportData, figs: Figures) -> Section:
 
 
 def section_timeline(d: ReportData, figs: Figures) -> Section:
+    """One small panel per score name (its own y axis, in the score's units), one line per
+    model: the rolling mean over sample order. Issue 26 fault 10: one axis with a line per
+    model x score (about 20) and a scrolling legend was unreadable."""
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     title = "Execution timeline: metric values over sample order"
     ok = _scored(d.scores)
     if ok.height == 0 or d.samples.height == 0:
         return absent("timeline", title, "no scored values with stored samples")
-    ranges = _metric_ranges(d.scores)
     pos = d.samples.select("sample_id", "position")
     joined = ok.join(pos, on="sample_id", how="inner").sort("position")
+    if joined.height == 0:
+        return absent("timeline", title, "no scored values with stored samples")
     window = max(1, min(25, joined["position"].n_unique() // 10))
-    fig = go.Figure()
-    for i, model in enumerate(sorted(set(joined["model"].to_list()))):
-        for k, metric in enumerate(sorted(ranges)):
+    metrics = sorted(set(joined["metric"].to_list()))
+    models = sorted(set(joined["model"].to_list()))
+    fig = make_subplots(rows=len(metrics), cols=1, shared_xaxes=True, subplot_titles=metrics,
+                        vertical_spacing=min(0.08, 0.5 / max(len(metrics), 1)))
+    for k, metric in enumerate(metrics):
+        for i, model in enumerate(models):
             sub = joined.filter((pl.col("model") == model) & (pl.col("metric") == metric))
             if sub.height == 0:
                 continue
-            scaled = [_scale(v, ranges[metric]) for v in sub["value"].to_list()]
-            rolling = pl.Series(scaled, dtype=pl.Float64).rolling_mean(window, min_samples=1).to_list()
-            fig.add_trace(go.Scatter(x=sub["position"].to_list(), y=rolling, mode="lines", name=f"{model} · {metric}",
-                                     line=dict(color=PALETTE[k % len(PALETTE)], dash="solid" if i == 0 else ["dash", "dot", "dashdot"][(i - 1) % 3]),
-                                     hovertemplate="position %{x}<br>rolling mean %{y:.3f}<extra>%{fullData.name}</extra>"))
-    fig.update_layout(xaxis_title="sample position (dataset order)", yaxis_title=f"scaled value, rolling mean of {window}", yaxis=dict(range=[0, 1]))
-    return Section("timeline", title, True, figs.div(fig, 460)
-                   + "<p class='cap'>Drift, bursts of failures or a bad data slice show up as dips; values scaled as in the radar.</p>")
+            rolling = sub["value"].cast(pl.Float64).rolling_mean(window, min_samples=1).to_list()
+            fig.add_trace(go.Scatter(x=sub["position"].to_list(), y=rolling, mode="lines", name=model, legendgroup=model,
+                                     showlegend=k == 0, line=dict(color=PALETTE[i % len(PALETTE)]),
+                                     hovertemplate=f"position %{{x}}<br>{metric} rolling mean %{{y:.4g}}<extra>{esc(model)}</extra>"),
+                          row=k + 1, col=1)
+    fig.update_xaxes(title_text="sample position (dataset order)", row=len(metrics), col=1)
+    fig.update_layout(legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0, xanchor="left"), margin=dict(t=60))
+    return Section("timeline", title, True, figs.div(fig, 150 * len(metrics) + 120)
+                   + f"<p class='cap'>One panel per score, in its own units; one line per model: the rolling mean of {window} "
+                     "samples. Drift, bursts of failures or a bad data slice show up as dips.</p>")
 
 
 def multirun_bars(runs: list[dict[str, Any]], metrics: list[str], cols: int = 3) -> Any:
@@ -107,8 +117,10 @@ def section_multirun(d: ReportData, figs: Figures) -> Section:
     title = f"Multi-run comparison (up to {MAX_RUNS} runs)"
     runs = d.runs[:MAX_RUNS]
     if len(runs) < 2:
-        return absent("multirun", title, f"{len(runs)} scored run(s) found in `runs` for this fingerprint: run the evaluation again "
-                      "(or add a model), or pass --compare FP2 to compare another evaluation's runs")
+        repeats = "; ".join(f"{r['label']}: {unchanged_text(r)}" for r in runs if r.get("unchanged_by"))
+        return absent("multirun", title, f"{len(runs)} scored run(s) found in `runs` for this fingerprint"
+                      + (f" ({repeats})" if repeats else "") + ": a run is a change of scores; change the model or the "
+                      "data and run again (or add a model), or pass --compare FP2 to compare another evaluation's runs")
     metrics = sorted(set().union(*[set(r["means"]) for r in runs]))  # every score of any run, not only the shared ones
     ranges = _metric_ranges(d.scores)
     radar = go.Figure()
@@ -121,12 +133,13 @@ def section_multirun(d: ReportData, figs: Figures) -> Section:
     table = html_table([{"run": r["label"], "fingerprint": r["fingerprint"][:12], "model": r["model"], "Dagster run": r["run_id"],
                          "scores version": r["scores_version"],
                          "rescored by": ", ".join(x[:8] for x in r.get("rescored_by", [])) or "-",
-                         "scores": len(r["means"])} for r in runs])
+                         "scores": len(r["means"]), "re-runs": unchanged_text(r)} for r in runs])
     missing = [f"{r['label']}: {', '.join(m for m in metrics if m not in r['means'])}" for r in runs if set(metrics) - set(r["means"])]
     note = (f"<p class='cap'>Not scored in every run (no bar, a gap in the radar): {esc('; '.join(missing))}.</p>" if missing else "")
     return Section("multirun", title, True, figs.div(radar, 480) + figs.div(bars, 240 * math.ceil(len(metrics) / 3) + 80) + table + note
-                   + "<p class='cap'>One run = one full scoring of a model's outputs; a later `facetlake score -m` adds its metrics "
-                     "to that run instead of counting as a run. Each run's scores are read by Delta time travel at the version it "
+                   + "<p class='cap'>One run = one change of a model's scores; a later `facetlake score -m` adds its metrics "
+                     "to that run instead of counting as a run, and a re-run that changed no score is listed as 'unchanged since' "
+                     "the run it repeated. Each run's scores are read by Delta time travel at the version it "
                      "(or its last rescore) wrote; each bar chart has its own axis in the score's raw units.</p>")
 
 
