@@ -329,7 +329,8 @@ def pairwise_table(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def regression_check(
-    rows: list[dict[str, Any]], baseline: str | None, fingerprint: str, rules: GateRules | None = None
+    rows: list[dict[str, Any]], baseline: str | None, fingerprint: str, rules: GateRules | None = None,
+    evaluation: str | None = None,
 ) -> dg.AssetCheckResult:
     """The release gate as an asset check: the same rule as ``facetlake compare
     --fail-on-regression`` (:func:`metric_ops.gates.evaluate_gates`). Fails (severity ERROR)
@@ -337,7 +338,11 @@ def regression_check(
     (Holm-adjusted p < alpha, delta in the wrong direction) or a ``gate:`` rule of the spec
     fires (margin, min, max, max_severity, min_trials_passed), naming the gate, the metric, the delta and the
     worst samples; passes otherwise. A configured baseline with no scores under the
-    fingerprint fails with severity WARN (the alert cannot run)."""
+    fingerprint fails with severity WARN (the alert cannot run).
+
+    Numeric metadata the UI plots across check executions is keyed per evaluation, model and
+    score (``delta · EVALUATION · MODEL · METRIC``), so no plot mixes evaluations or units
+    (issue 26, fault 12); ``evaluation`` is the evaluation's name (default the fingerprint prefix)."""
     models = sorted({r["model"] for r in rows if r["kind"] == "model_metric"})
     if baseline is not None and baseline not in models:
         return dg.AssetCheckResult(
@@ -389,7 +394,8 @@ def regression_check(
             "n_regressions": len(regressions),
             "gates_fired": ", ".join(fired_gates),
             "metric": first.metric,
-            "delta": float(first.delta) if first.delta is not None else float("nan"),
+            **{f"delta · {evaluation or fingerprint[:12]} · {f.model} · {f.metric}": float(f.delta)
+               for f in verdict.fired if f.delta is not None},
             "worst_samples": dg.MetadataValue.json({f"{m}|{k}": v for (m, k), v in worst.items()}),
             "regressions": dg.MetadataValue.md(markdown_table(table)),
         },
@@ -442,7 +448,8 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
             "delta_version": version,
         }
     )
-    yield regression_check(rows, baseline, fingerprint, GateRules.from_mapping(reads.get("gate")))
+    yield regression_check(rows, baseline, fingerprint, GateRules.from_mapping(reads.get("gate")),
+                           evaluation=context.partition_key.split("@")[0] if context.has_partition_key else None)
     # the runs row last, once the table, the materialisation and the regression check are stored: its
     # scores marker is what makes these verdicts fresh (assets/freshness.py), so a run killed before it
     # leaves them stale and the next `run` / `score` / the analysis sensor computes them again

@@ -55,6 +55,11 @@ def test_a_seeded_regression_fires_and_junit_names_what_a_reviewer_needs(tmp_pat
     assert md.startswith("## facetlake gate: FAILED") and "| qa@abc | regression | v2 | token_f1 |" in md
     check = regression_check(rows, "v1", "f" * 64)
     assert not check.passed and "regression" in check.description and check.metadata["gates_fired"].value == "regression"
+    # numbers the UI plots are keyed by evaluation, model and score: no plot mixes units (issue 26, fault 12)
+    plotted = {k for k, v in check.metadata.items() if isinstance(getattr(v, "value", None), float)}
+    assert plotted == {"delta · ffffffffffff · v2 · token_f1"}
+    named = regression_check(rows, "v1", "f" * 64, evaluation="qa")
+    assert named.metadata["delta · qa · v2 · token_f1"].value == pytest.approx(f.delta)
 
 
 def test_same_distribution_passes_at_least_95_of_100_and_the_check_agrees():
