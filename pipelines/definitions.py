@@ -8,7 +8,7 @@ import dagster as dg
 
 import assets as assets_package
 from assets.catalog import SPECS
-from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job, scores_job
+from pipelines.jobs import ALL_JOBS
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
 from resources.lake.resource import LakeStore
@@ -74,7 +74,7 @@ __all__ = ["ALL_ASSETS", "ALL_CHECKS", "build_executor", "build_resources", "def
 defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
-    jobs=[evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job, lm_eval_analysis_job],
+    jobs=ALL_JOBS,
     # all three start RUNNING: recurring evaluations need no hand step (pipelines/sensors.py)
     sensors=[evaluation_scheduler, inbox_sensor, analysis_sensor],
     resources=build_resources(),

@@ -4,58 +4,90 @@ import dagster as dg
 
 from assets.partitions import evaluation_partitions, pair_partitions
 
-evaluation_job = dg.define_asset_job(
+#: job name -> the assets it materialises (in the order of its selection)
+JOB_ASSETS: dict[str, tuple[str, ...]] = {}
+
+
+def _job(name: str, assets: tuple[str, ...], partitions_def: dg.PartitionsDefinition, description: str):  # noqa: ANN202 - an unresolved asset job
+    JOB_ASSETS[name] = assets
+    return dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets), partitions_def=partitions_def, description=description)
+
+
+evaluation_job = _job(
     "evaluation_job",
-    selection=dg.AssetSelection.assets("generations", "annotations", "scores"),
+    ("generations", "annotations", "scores"),
     partitions_def=pair_partitions,
     description="Generate (or read precomputed) outputs and score them for one registered (evaluation, model) pair.",
 )
 
-scores_job = dg.define_asset_job(
+scores_job = _job(
     "scores_job",
-    selection=dg.AssetSelection.assets("scores"),
+    ("scores",),
     partitions_def=pair_partitions,
     description="Score stored generations of one pair (run config ops.scores.config.metrics: only those metrics); "
                 "`facetlake score --submit` queues it.",
 )
 
-samples_job = dg.define_asset_job(
+samples_job = _job(
     "samples_job",
-    selection=dg.AssetSelection.assets("samples"),
+    ("samples",),
     partitions_def=evaluation_partitions,
     description="Load, normalise and validate an evaluation's dataset (one evaluation fingerprint).",
 )
 
-analysis_job = dg.define_asset_job(
+analysis_job = _job(
     "analysis_job",
-    selection=dg.AssetSelection.assets("summary", "comparisons", "correlations"),
+    ("summary", "comparisons", "correlations"),
     partitions_def=evaluation_partitions,
     description="An evaluation's verdicts: summary, comparisons (with its regression alert) and correlations. "
                 "The analysis_sensor runs it after any change of the evaluation's scores.",
 )
 
-agent_job = dg.define_asset_job(
+agent_job = _job(
     "agent_job",
-    selection=dg.AssetSelection.assets("episodes", "scores"),
+    ("episodes", "scores"),
     partitions_def=pair_partitions,
     description="Read (or run) an agent's episodes and score every oracle, for one registered (evaluation, agent) pair (issue 17).",
 )
 
-agent_analysis_job = dg.define_asset_job(
+agent_analysis_job = _job(
     "agent_analysis_job",
-    selection=dg.AssetSelection.assets("episode_summary"),
+    ("episode_summary",),
     partitions_def=evaluation_partitions,
     description="pass@k / pass^k per agent and oracle, task-paired comparisons, consistency, for one agent evaluation. "
                 "The analysis_sensor runs it after the evaluation's scores change.",
 )
 
-lm_eval_analysis_job = dg.define_asset_job(
+lm_eval_analysis_job = _job(
     "lm_eval_analysis_job",
-    selection=dg.AssetSelection.assets("lm_eval_summary"),
+    ("lm_eval_summary",),
     partitions_def=evaluation_partitions,
     description="lm-eval's aggregates beside facetlake's (with the agreement check), for one evaluation lm-eval ran. "
                 "The analysis_sensor runs it after the evaluation's scores change.",
 )
+
+verdicts_job = _job(
+    "verdicts_job",
+    ("summary", "comparisons", "correlations", "episode_summary", "lm_eval_summary"),
+    partitions_def=evaluation_partitions,
+    description="Any set of one evaluation's verdicts at once (the CLI's runs: `facetlake run`, `compare` and `score` "
+                "recompute exactly the verdicts that are missing or stale, agent and lm-eval ones included).",
+)
+
+ALL_JOBS = [evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job, lm_eval_analysis_job, verdicts_job]
+
+
+def job_for(selection, partitioned_by: str) -> str:
+    """The name of the job a CLI run of ``selection`` (asset names) runs under, so the UI shows
+    named jobs, not ``__ephemeral_asset_job__`` (issue 26, fault 12): the first job of
+    :data:`ALL_JOBS` over ``partitioned_by`` (``pair`` or ``evaluation``) whose assets hold the
+    whole selection. Raises ``ValueError`` when none does (a new asset needs a job here)."""
+    wanted = set(selection)
+    for job in ALL_JOBS:
+        if job.partitions_def is not None and job.partitions_def.name == partitioned_by and wanted <= set(JOB_ASSETS[job.name]):
+            return job.name
+    raise ValueError(f"no job materialises {sorted(wanted)} over {partitioned_by} partitions; add one to pipelines/jobs.py")
+
 
 # the job that recomputes each verdict asset (assets/freshness.py ALL_VERDICTS)
 VERDICT_JOBS = {

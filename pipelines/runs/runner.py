@@ -16,6 +16,7 @@ import polars as pl
 
 from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
+from pipelines.jobs import ALL_JOBS, job_for
 from pipelines.runs.instance import get_instance
 from pipelines.runs.register import evaluation_partition, model_partition, pair_job, pair_selection, register
 from pipelines.runs.run_health import process_tags
@@ -38,13 +39,15 @@ def _materialize(
     resources = build_resources(lake.root)
     resources["lake"] = lake
     run_config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": os.environ.get("FACETLAKE_LOG_LEVEL", "WARNING")}}}}
-    return dg.materialize(
-        [*ALL_ASSETS, *ALL_CHECKS],
-        selection=selection,
-        partition_key=str(partition),
-        instance=instance,
-        resources=resources,
+    # under the named job that holds the selection (the UI lists `evaluation_job`, `analysis_job`, ...,
+    # not `__ephemeral_asset_job__`), subset to the selected assets and their checks, in this process
+    defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, jobs=ALL_JOBS, resources=resources)
+    job = defs.resolve_job_def(job_for(selection, dimension))
+    return job.execute_in_process(
         run_config=run_config,
+        instance=instance,
+        partition_key=str(partition),
+        asset_selection=[dg.AssetKey(name) for name in selection],
         tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
     )
 
