@@ -145,7 +145,10 @@ def test_missing_precomputed_outputs_are_error_generations_not_a_crash(tmp_path,
     lake = LakeStore(root=str(tmp_path / "lake"))
     spec = small_spec(name="partial", limit=8)
     spec.models = {"partial-model": f"precomputed:{outputs}"}
-    run_evaluation(spec, lake, instance)
+    from resources.backends import OutputIdsWarning
+
+    with pytest.warns(OutputIdsWarning, match="3 samples have no output"):
+        run_evaluation(spec, lake, instance)
     gens = lake.read("generations")
     assert gens.filter(pl.col("status") == "error").height == 3
     bleu = lake.read("scores", where={"metric": "bleu"})

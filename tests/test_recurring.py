@@ -141,7 +141,9 @@ def test_another_name_reaching_a_fingerprint_is_refused_naming_both(lake, fresh_
     first = run_evaluation(spec_for("original", data, {"bot-v1": f"precomputed:{v1}"}), lake, fresh_instance)
     before = lake.read("generations", where={"fingerprint": first.fingerprint})
     short = write_outputs(tmp_path, "short.jsonl", correct=16, n=18)  # 18 rows: two samples would become errors
-    with pytest.raises(CatalogCollisionError) as caught:
+    from resources.backends import OutputIdsWarning
+
+    with pytest.raises(CatalogCollisionError) as caught, pytest.warns(OutputIdsWarning, match="2 samples have no output"):
         run_evaluation(spec_for("copycat", data, {"bot-v1": f"precomputed:{short}"}), lake, fresh_instance)
     message = str(caught.value)
     assert "'original'" in message and "'copycat'" in message and "--take-over" in message and "\n" not in message
