@@ -1,4 +1,4 @@
-"""The one Definitions object (``dagster dev`` loads it through workspace.yaml)."""
+"""The one Definitions object (``dg dev`` loads it through pyproject.toml's [tool.dg], ``dagster`` commands through workspace.yaml)."""
 
 from __future__ import annotations
 

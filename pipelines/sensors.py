@@ -1,6 +1,6 @@
 """Recurring evaluations: the evaluation scheduler, the inbox sensor and the analysis sensor.
 
-All three start RUNNING (``dagster dev`` / ``dagster-daemon`` run them with no hand step):
+All three start RUNNING (``facetlake ui`` / ``dagster-daemon`` run them with no hand step):
 
 - ``evaluation_scheduler`` runs every scheduled evaluation on its own cron (the spec's
   ``schedule: "0 6 * * *"``, UTC), with every model of the evaluation, the inbox's

@@ -379,9 +379,10 @@ def test_ui_starts_with_the_venv_not_on_path(tmp_path, dagster_home):
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
     env["PATH"] = "/usr/bin:/bin"  # the venv is not activated
     env["DAGSTER_HOME"] = str(dagster_home)
+    log = (tmp_path / "ui.log").open("w+")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "facetlake"), "ui", "--port", str(port), "--host", "127.0.0.1",
                              "--lake", str(tmp_path / "lake")], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -390,13 +391,17 @@ def test_ui_starts_with_the_venv_not_on_path(tmp_path, dagster_home):
                     assert response.status == 200 and "dagster_webserver_version" in response.read().decode()
                     break
             except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-2000:]
                 time.sleep(1)
         else:
             pytest.fail("the Dagster UI did not answer within 120 s")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+    # started the way Dagster now documents (`dg dev`): no SupersessionWarning (issue 26, fault 12)
+    started = (tmp_path / "ui.log").read_text()
+    assert "SupersessionWarning" not in started and "superseded" not in started, started[-2000:]
+    assert "Serving dagster-webserver" in started
 
 
 # ----------------------------------------------------------------------------- migration of older lakes

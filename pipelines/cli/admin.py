@@ -21,10 +21,12 @@ def ui(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (0.0.0.0 to reach it from other machines)."),
     lake: Optional[str] = LakeOption,
 ) -> None:
-    """Start `dagster dev` (UI and daemon) on this project; DAGSTER_HOME defaults to the project folder.
+    """Start the Dagster UI and daemon on this project (`dg dev`); DAGSTER_HOME defaults to the project folder.
 
     The daemon runs the evaluation_scheduler, inbox_sensor and analysis_sensor (all on by
     default), so scheduled evaluations, inbox drops and fresh verdicts need no hand step.
+    `dg dev` is how Dagster now starts a local instance (`dagster dev` is superseded); the
+    project's `[tool.dg]` settings in pyproject.toml point it at pipelines/definitions.py.
     """
     from pipelines.runs.instance import PROJECT_ROOT, dagster_home
 
@@ -32,16 +34,18 @@ def ui(
     if lake:
         env["FACETLAKE_LAKE"] = str(Path(lake).resolve())
     # beside this interpreter: a virtualenv's bin/ is not on PATH unless activated
-    dagster = Path(sys.executable).with_name("dagster")
-    if not dagster.exists():
+    dg = Path(sys.executable).with_name("dg")
+    if not dg.exists():
         import shutil
 
-        found = shutil.which("dagster")
+        found = shutil.which("dg")
         if not found:
-            fail(f"cannot find the `dagster` command beside {sys.executable} or on PATH; reinstall with `bash scripts/setup.sh`")
-        dagster = Path(found)
-    env["PATH"] = f"{dagster.parent}{os.pathsep}{env.get('PATH', '')}"
-    os.execve(str(dagster), [str(dagster), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), "-h", host, "-p", str(port)], env)
+            fail(f"cannot find the `dg` command (dagster-dg-cli) beside {sys.executable} or on PATH; reinstall with `bash scripts/setup.sh`")
+        dg = Path(found)
+    env["PATH"] = f"{dg.parent}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = sys.prefix  # the code server runs on this interpreter (--use-active-venv)
+    os.execve(str(dg), [str(dg), "dev", "--target-path", str(PROJECT_ROOT), "--use-active-venv", "--check-yaml",
+                        "-h", host, "-p", str(port)], env)
 
 
 @app.command()

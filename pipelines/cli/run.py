@@ -154,7 +154,7 @@ def register(
 ) -> None:
     """Register an evaluation (its fingerprint and its (evaluation, model) partitions) without running it.
 
-    Materialise it from the UI, or let its `schedule:` run it (`dagster dev` runs the
+    Materialise it from the UI, or let its `schedule:` run it (`facetlake ui` runs the
     evaluation_scheduler sensor by default).
     """
     from pipelines.runs.instance import get_instance

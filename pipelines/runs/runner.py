@@ -1,7 +1,7 @@
 """Run evaluations through Dagster from Python or the CLI.
 
 Every materialisation goes through ``dagster.materialize`` against the same asset
-definitions ``dagster dev`` shows, on the persistent instance (``$DAGSTER_HOME``, or the
+definitions the Dagster UI shows, on the persistent instance (``$DAGSTER_HOME``, or the
 project folder holding dagster.yaml), so runs started from the CLI appear in the UI.
 """
 
