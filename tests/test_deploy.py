@@ -118,6 +118,7 @@ def test_a_rescore_on_shared_infrastructure_leaves_generations_untouched(infra, 
         spec.write_text(SPEC)
         assert infra.cli("run", str(spec), "--submit").returncode == 0
     before = s3_lake.version("generations")
+    scores_before = s3_lake.version("scores")
     result = infra.cli("score", "--metric", "chrf", "-e", "deploy-demo", "--submit")
     assert result.returncode == 0, _diagnose(infra, result)
     assert s3_lake.version("generations") == before
@@ -125,6 +126,12 @@ def test_a_rescore_on_shared_infrastructure_leaves_generations_untouched(infra, 
     assert chrf.height == 60 and set(chrf["status"]) == {"scored"}
     summary = s3_lake.read("summary").filter(pl.col("metric") == "chrf")
     assert summary.height == 2
+    # time travel on the object store (issue 31): the scores before the rescore had no chrF, now 60 rows
+    query = "select count(*) as n from scores where metric = 'chrf'"
+    then = infra.cli("sql", "--as-of", f"scores={scores_before}", query, "--format", "json")
+    assert then.returncode == 0, _diagnose(infra, then)
+    assert json.loads(then.stdout) == [{"n": 0}] and "as of" in then.stderr
+    assert json.loads(infra.cli("sql", query, "--format", "json").stdout) == [{"n": 60}]
 
 
 # ----------------------------------------------------------------------------- live generation on the deployment

@@ -7,7 +7,7 @@ a second; benchmarks/bench_startup.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -29,12 +29,16 @@ def sql(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before the query is interrupted (0 = none). Default: $FACETLAKE_SQL_TIMEOUT_S or 120.", show_default=False),
     include_raw: bool = typer.Option(False, "--include-raw", help="Also expose raw-text tables (samples_raw: sample text before anonymisation, kept only where a spec sets privacy.store_raw)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the result to FILE.parquet, FILE.csv or FILE.json (the suffix picks the format) instead of printing it.", show_default=False, dir_okay=False),
+    as_of: Optional[List[str]] = typer.Option(None, "--as-of", help="Read the lake as it was: a timestamp (2026-12-04T03:10:00Z; every table at its last commit by then) or TABLE=VERSION (e.g. scores=12; the other tables as of that commit). Repeatable.", show_default=False),
+    run: Optional[str] = typer.Option(None, "--run", help="Read the tables as run RUN_ID (a unique prefix) left them: the versions it wrote, the rest as of its end.", show_default=False),
     max_rows: Optional[int] = typer.Option(None, "--max-rows", help=f"Print at most this many rows (0 = all). Default: {PRINT_MAX_ROWS:,} when printing, all with --out.", show_default=False, min=0),
 ) -> None:
     """Query the lake with DuckDB: every Delta table is a view of the same name; writes are refused.
 
     External file access is off, and memory, threads and run time are bounded. `--out`
-    exports the result (DuckDB's COPY stays refused: the query cannot write files itself)."""
+    exports the result (DuckDB's COPY stays refused: the query cannot write files itself).
+    `--as-of` and `--run` read an earlier state of every table (Delta time travel; see
+    docs/recurring.md, "Versions")."""
     from pipelines.cli.common import OUT_SUFFIXES
 
     if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
@@ -49,10 +53,20 @@ def sql(
     if not store.tables():
         fail(f"no Delta tables under {store.root}; run `facetlake demo` first or pass --lake")
     try:
+        from resources.sql import AsOfError, resolve_as_of
+
+        point = resolve_as_of(store, store.tables(), as_of or [], run)
+    except AsOfError as exc:
+        fail(str(exc))
+    if point is not None:
+        from pipelines.cli.common import err
+
+        err.print(point.described, highlight=False)
+    try:
         limits = SQLLimits.resolve(memory_limit, threads, timeout)
         cap = (0 if out is not None else PRINT_MAX_ROWS) if max_rows is None else max_rows
         # one row past the cap tells whether more follow; the time limit covers reading the result
-        frame = query(store, statement, limits, include_raw=include_raw, max_rows=cap + 1 if cap else None)
+        frame = query(store, statement, limits, include_raw=include_raw, max_rows=cap + 1 if cap else None, as_of=point)
     except (SQLRefusedError, SQLLimitError, ValueError) as exc:
         fail(str(exc))
     except duckdb.Error as exc:

@@ -4,6 +4,8 @@
 - :mod:`~resources.sql.query`: the hardened connection, the read-only statement check, the
   limits (:class:`SQLLimits`) and :func:`query`;
 - :mod:`~resources.sql.views`: each Delta table as a view, without DuckDB's ``delta`` extension;
+- :mod:`~resources.sql.timetravel`: the table versions an earlier point of the lake names
+  (``facetlake sql --as-of`` / ``--run``, issue 31);
 - :mod:`~resources.sql.resource`: ``DuckDBReader``, the Dagster resource. Not imported by this
   face: ``facetlake sql`` starts without Dagster; import it from ``resources.sql.resource``.
 """
@@ -23,9 +25,12 @@ from resources.sql.query import (
     parse_size,
     query,
 )
+from resources.sql.timetravel import AsOf, AsOfError, resolve_as_of
 from resources.sql.views import create_view, native_delta
 
 __all__ = [
+    "AsOf",
+    "AsOfError",
     "MEMORY_ENV",
     "RAW_TABLES",
     "THREADS_ENV",
@@ -41,4 +46,5 @@ __all__ = [
     "native_delta",
     "parse_size",
     "query",
+    "resolve_as_of",
 ]

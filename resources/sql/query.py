@@ -147,9 +147,9 @@ class SQLLimits:
         return parse_size(self.memory_limit)
 
 
-def _dataset(lake: LakeTables, table: str) -> Any:
-    """Arrow dataset over the current version of ``table`` (native filesystem when local)."""
-    return lake.arrow_dataset(table)
+def _dataset(lake: LakeTables, table: str, version: int | None = None) -> Any:
+    """Arrow dataset over the current (or given) version of ``table`` (native filesystem when local)."""
+    return lake.arrow_dataset(table, version)
 
 
 class Connection:
@@ -159,7 +159,7 @@ class Connection:
     removes the private spill folder.
     """
 
-    def __init__(self, lake: LakeTables, limits: SQLLimits | None = None, include_raw: bool = False) -> None:
+    def __init__(self, lake: LakeTables, limits: SQLLimits | None = None, include_raw: bool = False, as_of: Any = None) -> None:
         self.limits = limits or SQLLimits.resolve()
         self.temp_dir = tempfile.mkdtemp(prefix="facetlake-sql-")
         self.con = duckdb.connect(":memory:", config={
@@ -170,13 +170,16 @@ class Connection:
         try:
             self.con.execute("SET enable_progress_bar = false")
             self.tables = [t for t in lake.tables() if include_raw or t not in RAW_TABLES]
+            if as_of is not None:  # time travel (resources/sql/timetravel.py): tables made later are left out
+                self.tables = [t for t in self.tables if t in as_of.versions]
             files: list[str] = []
             for table in self.tables:
-                delta = native_delta(lake, table)
+                version = as_of.versions[table] if as_of is not None else None
+                delta = native_delta(lake, table, version)
                 if delta is not None:  # local: DuckDB's Parquet reader (resources/sql/views.py)
                     files += create_view(self.con, delta, table)
                 else:
-                    self.con.register(table, _dataset(lake, table))
+                    self.con.register(table, _dataset(lake, table, version))
             if files:  # exactly the files the views read: nothing else on disk becomes readable
                 self.con.execute("SET allowed_paths = ?", [files])
             self.con.execute("SET enable_external_access = false")
@@ -429,18 +432,19 @@ def _fetch_bounded(rel: duckdb.DuckDBPyRelation, limits: SQLLimits, deadline: fl
 
 
 def query(lake: LakeTables, sql: str, limits: SQLLimits | None = None, include_raw: bool = False,
-          max_rows: int | None = None) -> pl.DataFrame:
+          max_rows: int | None = None, as_of: Any = None) -> pl.DataFrame:
     """Run a read-only query over the lake and return the result as polars.
 
     ``limits``: memory, threads and time limit (default :meth:`SQLLimits.resolve`; the time
     limit covers running the query and reading its result); ``include_raw``: also expose
-    the raw-text tables (:data:`RAW_TABLES`); ``max_rows``: read at most this many rows.
+    the raw-text tables (:data:`RAW_TABLES`); ``max_rows``: read at most this many rows;
+    ``as_of``: an :class:`resources.sql.timetravel.AsOf` (earlier table versions; None = now).
     Raises :class:`SQLRefusedError` for anything not known to be read-only,
     :class:`SQLLimitError` past the time or memory limit, ``duckdb.Error`` for a query
     DuckDB rejects. INTERVAL values (also inside lists and structs) come back as DuckDB's
     text, e.g. "3 days", "-1 month"."""
     limits = limits or SQLLimits.resolve()
-    with Connection(lake, limits, include_raw) as connection:
+    with Connection(lake, limits, include_raw, as_of) as connection:
         con = connection.con
         check_read_only(con, sql)
         timer = threading.Timer(limits.timeout_s, con.interrupt) if limits.timeout_s else None

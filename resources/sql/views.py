@@ -62,19 +62,19 @@ def _null_columns(con: Any, schema: Any, names: list[str]) -> dict[str, str]:
     return {name: f"CAST(NULL AS {t}) AS {_ident(name)}" for name, t in types.items()}
 
 
-def native_delta(lake: Any, table: str) -> Any | None:
-    """The ``DeltaTable`` of ``table`` when it can be read from its Parquet files directly
-    (a local table whose protocol needs no reader feature: reader version 1; deletion
-    vectors and column mapping need a higher one), else None."""
+def native_delta(lake: Any, table: str, version: int | None = None) -> Any | None:
+    """The ``DeltaTable`` of ``table`` (current, or at ``version``) when it can be read from
+    its Parquet files directly (a local table whose protocol needs no reader feature: reader
+    version 1; deletion vectors and column mapping need a higher one), else None."""
     uri = lake.uri(table)
     if "://" in uri and not uri.startswith("file://"):
         return None
-    delta = lake._read_delta(table)
+    delta = lake._read_delta(table, version)
     return delta if int(delta.protocol().min_reader_version) <= 1 else None
 
 
 def create_view(con: Any, delta: Any, table: str) -> list[str]:
-    """Create the view ``table`` on ``con`` over the current version of ``delta`` (from
+    """Create the view ``table`` on ``con`` over the version ``delta`` is at (from
     :func:`native_delta`); returns the file paths it reads (the connection's allowed paths
     must include them)."""
     import pyarrow as pa

@@ -1,0 +1,109 @@
+"""Versions you can query (issue 31): `facetlake sql --as-of` / `--run` read every Delta
+table as it was at an earlier point (Delta time travel), through the same read-only, bounded
+DuckDB connection."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+
+runner = CliRunner()
+
+
+def _dataset(path, edited: bool):
+    rows = [{"id": f"q{i}", "question": f"What is {i} plus {i}?", "answer": str(2 * i)} for i in range(5)]
+    if edited:
+        for i in (1, 2, 3):
+            rows[i]["answer"] = f"{2 * i} exactly"
+        rows += [{"id": f"q{i}", "question": f"What is {i} plus {i}?", "answer": str(2 * i)} for i in (5, 6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _spec(path):
+    from resources.catalog.spec import EvaluationSpec
+
+    return EvaluationSpec.from_mapping({
+        "name": "versions", "metrics": ["exact_match", "token_f1"], "models": {"copy": "heuristic:copy-input"},
+        "dataset": {"kind": "file", "path": str(path), "mapping": {"sample_id": "id", "input": "question", "references": "answer"}},
+    })
+
+
+@pytest.fixture(scope="module")
+def two_versions(tmp_path_factory, instance):
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.resource import LakeStore
+
+    root = tmp_path_factory.mktemp("timetravel")
+    data = root / "qa.jsonl"
+    lake = LakeStore(root=str(root / "lake"))
+    _dataset(data, edited=False)
+    first = run_evaluation(_spec(data), lake, instance)
+    state = {"samples": lake.read("samples").height, "scores": lake.read("scores").height,
+             "samples_version": lake.version("samples"), "scores_version": lake.version("scores"),
+             "runs": lake.read("runs")}
+    _dataset(data, edited=True)
+    second = run_evaluation(_spec(data), lake, instance)
+    assert second.fingerprint != first.fingerprint
+    return lake, first, second, state
+
+
+def _sql(lake, *args):
+    out = runner.invoke(app, ["sql", "--lake", lake.root, "-f", "json", *args])
+    return out
+
+
+def _count(out) -> int:
+    body = out.stdout if hasattr(out, "stdout") else out.output
+    return json.loads(body)[0]["n"]
+
+
+def test_as_of_a_table_version_reads_the_old_samples_and_scores(two_versions):
+    lake, first, second, state = two_versions
+    now = _sql(lake, "select count(*) as n from samples")
+    assert now.exit_code == 0 and _count(now) == state["samples"] + 7  # the second fingerprint's 7 samples beside the first 5
+    old = _sql(lake, "--as-of", f"samples={state['samples_version']}", "select count(*) as n from samples")
+    assert old.exit_code == 0, old.output
+    assert _count(old) == state["samples"] == 5
+    # the other tables as of that commit: no score existed yet
+    said = _sql(lake, "--as-of", f"samples={state['samples_version']}", "select 1 as n").stderr
+    assert "scores" in said.split("not yet made then:")[1], said
+    missing = _sql(lake, "--as-of", f"samples={state['samples_version']}", "select count(*) from scores")
+    assert missing.exit_code == 1 and "scores" in missing.output
+    scores = _sql(lake, "--as-of", f"scores={state['scores_version']}", "select count(*) as n from scores")
+    assert _count(scores) == state["scores"]
+    values = _sql(lake, "--as-of", f"scores={state['scores_version']}",
+                  "select sample_id, metric, value from scores order by sample_id, metric")
+    expect = lake.read("scores", version=state["scores_version"]).sort("sample_id", "metric").select("sample_id", "metric", "value")
+    assert json.loads(values.stdout) == expect.to_dicts()
+
+
+def test_as_of_a_run_and_a_timestamp_read_what_that_run_left(two_versions):
+    lake, first, second, state = two_versions
+    runs = state["runs"].filter(pl.col("asset") == "comparisons").sort("finished_at")
+    run_id, finished = runs["run_id"][0], runs["finished_at"][0]
+    by_run = _sql(lake, "--run", run_id[:12], "select count(*) as n from scores")
+    assert by_run.exit_code == 0, by_run.output
+    assert _count(by_run) == state["scores"]
+    assert "as of" in by_run.stderr
+    stamp = finished.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
+    by_time = _sql(lake, "--as-of", stamp, "select count(*) as n from samples")
+    assert _count(by_time) == state["samples"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--as-of", "3"], "a bare version is ambiguous"),
+    (["--as-of", "nosuch=1"], "no table 'nosuch'"),
+    (["--as-of", "samples=999"], "samples has versions"),
+    (["--as-of", "yesterday-ish"], "not a timestamp or TABLE=VERSION"),
+    (["--as-of", "2001-01-01"], "before the lake's first commit"),
+    (["--run", "no-such-run"], "no run with that id"),
+])
+def test_points_that_name_nothing_are_refused_with_the_fix(two_versions, args, needle):
+    lake = two_versions[0]
+    out = _sql(lake, *args, "select 1 as n")
+    assert out.exit_code == 1 and needle in out.output, out.output
