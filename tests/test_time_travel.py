@@ -107,3 +107,22 @@ def test_points_that_name_nothing_are_refused_with_the_fix(two_versions, args, n
     lake = two_versions[0]
     out = _sql(lake, *args, "select 1 as n")
     assert out.exit_code == 1 and needle in out.output, out.output
+
+
+def test_datasets_diff_lists_exactly_the_edited_and_added_samples(two_versions):
+    lake, first, second, _ = two_versions
+    out = runner.invoke(app, ["datasets", "diff", "versions", "--lake", lake.root, "-f", "json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert sorted((r["sample_id"], r["change"], r["fields"]) for r in rows) == [
+        ("q1", "changed", "references"), ("q2", "changed", "references"), ("q3", "changed", "references"),
+        ("q5", "added", ""), ("q6", "added", "")]
+    assert "3 changed samples (2 unchanged)" in out.stderr and f"versions@{first.fingerprint[:12]}" in out.stderr
+    # explicit ends, either order, and ~1 for the fingerprint before the current one
+    back = runner.invoke(app, ["datasets", "diff", "versions", second.fingerprint[:12], "~1", "--lake", lake.root, "-f", "json"])
+    assert sorted((r["sample_id"], r["change"]) for r in json.loads(back.stdout)) == [
+        ("q1", "changed"), ("q2", "changed"), ("q3", "changed"), ("q5", "removed"), ("q6", "removed")]
+    kinds = runner.invoke(app, ["datasets", "-f", "json"])
+    assert kinds.exit_code == 0 and "sfres" in {r["kind"] for r in json.loads(kinds.stdout)}  # the listing still works
+    one = runner.invoke(app, ["datasets", "diff", "versions", first.fingerprint[:12], first.fingerprint[:12], "--lake", lake.root])
+    assert one.exit_code == 0 and "0 added, 0 removed, 0 changed samples (5 unchanged)" in one.output

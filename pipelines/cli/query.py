@@ -104,9 +104,17 @@ def metrics(format: OutputFormat = FormatOption()) -> None:
     print_frame(pl.DataFrame(rows), format, title="registered metrics")
 
 
-@app.command()
-def datasets(format: OutputFormat = FormatOption()) -> None:
+datasets_app = typer.Typer(rich_markup_mode="markdown", invoke_without_command=True, no_args_is_help=False,
+                           help="Dataset kinds (use one as dataset: {kind: ...} in an evaluation spec); "
+                                "`datasets diff EVAL` lists the samples that changed between two of its fingerprints.")
+app.add_typer(datasets_app, name="datasets")
+
+
+@datasets_app.callback()
+def datasets(ctx: typer.Context, format: OutputFormat = FormatOption()) -> None:
     """List dataset kinds (use one as dataset: {kind: ...} in an evaluation spec)."""
+    if ctx.invoked_subcommand is not None:
+        return
     import polars as pl
 
     from resources.datasets import DATASETS
@@ -114,3 +122,29 @@ def datasets(format: OutputFormat = FormatOption()) -> None:
     rows = [{"kind": k, "default file": cls.default_path or "(path required)", "about": first_sentence(cls.__doc__)}
             for k, cls in sorted(DATASETS.items())]
     print_frame(pl.DataFrame(rows), format, title="dataset kinds")
+
+
+@datasets_app.command("diff")
+def datasets_diff(
+    evaluation: str = typer.Argument(..., help="The evaluation (name, name@fp12 or fingerprint)."),
+    older: Optional[str] = typer.Argument(None, help="From: a fingerprint (prefix), name@fp12, or ~N (N fingerprints before the current). Default: the fingerprint before TO."),
+    newer: Optional[str] = typer.Argument(None, help="To: as FROM. Default: the evaluation's current fingerprint."),
+    lake: Optional[str] = LakeOption,
+    format: OutputFormat = FormatOption(),
+) -> None:
+    """List the sample ids added, removed and changed (with the fields that changed) between two fingerprints of an evaluation.
+
+    A changed dataset file gives the evaluation a new fingerprint; the earlier samples stay
+    in the lake as history. `facetlake evaluations --history` lists the fingerprints."""
+    from pipelines.cli.common import notes, open_lake
+    from resources.catalog import CatalogError, sample_diff
+
+    store = open_lake(lake)
+    if not store.exists("evaluations"):
+        fail(f"no evaluations under {store.root}; run `facetlake run SPEC.yaml` first, or pass --lake")
+    try:
+        diff = sample_diff(store, evaluation, older, newer)
+    except CatalogError as exc:
+        fail(str(exc))
+    notes(format).print(f"{diff.older} -> {diff.newer}: {diff.summary()}", highlight=False)
+    print_frame(diff.frame(), format, title=f"samples changed from {diff.older} to {diff.newer}")

@@ -24,8 +24,9 @@ partition key (``name@fp12``); hex is for machines.
 The code lives in :mod:`resources.catalog.spec` (the evaluation spec and its fingerprint),
 :mod:`resources.catalog.reads` (keys, sources, reads), :mod:`resources.catalog.writes`
 (registration, models, metrics, archiving), :mod:`resources.catalog.profiles` (practitioner
-profiles) and :mod:`resources.catalog.migrations` (explicit migrations of older lakes); this
-face exports their public names.
+profiles), :mod:`resources.catalog.migrations` (explicit migrations of older lakes) and
+:mod:`resources.catalog.diff` (samples changed between two fingerprints); this face exports
+their public names.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ from resources.catalog.profiles import (
     profile_metrics,
     profile_view,
 )
+from resources.catalog.diff import SampleDiff, fingerprint_history, sample_diff
 from resources.catalog.migrations import (
     MigrationError,
     migrate_catalog_identity,
@@ -95,6 +97,9 @@ from resources.catalog.migrations import (
 
 
 __all__ = [
+    "SampleDiff",
+    "fingerprint_history",
+    "sample_diff",
     "CatalogCollisionError",
     "CatalogError",
     "FP_PREFIX",
