@@ -201,7 +201,10 @@ def test_regression_check_fails_on_a_planted_regression_and_passes_otherwise(lak
     meta = {k: v.value for k, v in failed.metadata.items()}
     assert meta["baseline"] == "sfres-system" and meta["n_regressions"] >= 3
     assert meta["metric"] in {"token_f1", "bleu", "exact_match", "rouge_l_f", "rouge_l_precision", "rouge_l_recall"}
-    assert meta["delta"] < 0
+    # the plotted deltas are keyed per evaluation, model and score (no UI plot mixes units)
+    deltas = {k: v for k, v in meta.items() if k.startswith("delta · ")}
+    assert deltas and all(v < 0 for v in deltas.values())
+    assert f"delta · {resolved.spec.name} · sfres-planted · {meta['metric']}" in deltas
     worst = meta["worst_samples"]["sfres-planted|token_f1"]
     assert worst and all(entry.split(" ", 1)[0] in planted_ids for entry in worst)
     comp = lake.read("comparisons", where={"fingerprint": resolved.fingerprint})
