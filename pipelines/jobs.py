@@ -66,6 +66,14 @@ lm_eval_analysis_job = _job(
                 "The analysis_sensor runs it after the evaluation's scores change.",
 )
 
+pairwise_job = _job(
+    "pairwise_job",
+    ("pairwise",),
+    partitions_def=evaluation_partitions,
+    description="Pairwise LLM judging of two models' outputs in both orders (`facetlake pairwise`; paid judge calls, "
+                "never started by a sensor).",
+)
+
 verdicts_job = _job(
     "verdicts_job",
     ("summary", "comparisons", "correlations", "episode_summary", "lm_eval_summary"),
@@ -74,7 +82,8 @@ verdicts_job = _job(
                 "recompute exactly the verdicts that are missing or stale, agent and lm-eval ones included).",
 )
 
-ALL_JOBS = [evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job, lm_eval_analysis_job, verdicts_job]
+ALL_JOBS = [evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job, lm_eval_analysis_job,
+            pairwise_job, verdicts_job]
 
 
 def job_for(selection, partitioned_by: str) -> str:

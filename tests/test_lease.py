@@ -53,11 +53,19 @@ def s3():
     pytest.importorskip("moto")
     import boto3
 
-    from support.services import BIN, free_port
+    from support.services import free_port
 
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # moto one request at a time: its conditional put (If-None-Match: *) checks for the key, then
+    # writes it, with no lock between; `moto_server` serves requests on threads, so two racing
+    # PUTs of one Delta log entry could both pass the check (seen: [2, 1, 1] winners in CI), which
+    # S3 itself never allows. Serialised, moto's put-if-absent is atomic as S3's is.
+    serve = ("import sys; from werkzeug.serving import run_simple; "
+             "from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app; "
+             "from moto.server import MotoRequestHandler; "
+             "run_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False, "
+             "request_handler=MotoRequestHandler)")
+    proc = subprocess.Popen([sys.executable, "-c", serve, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
     options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
                "AWS_ACCESS_KEY_ID": "lease-test", "AWS_SECRET_ACCESS_KEY": "lease-test-secret"}

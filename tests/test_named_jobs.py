@@ -17,6 +17,7 @@ def test_every_cli_selection_has_a_named_job():
     assert job_for(["summary", "comparisons", "correlations"], "evaluation") == "analysis_job"
     assert job_for(["comparisons", "episode_summary"], "evaluation") == "verdicts_job"
     assert job_for(["lm_eval_summary"], "evaluation") == "lm_eval_analysis_job"
+    assert job_for(["pairwise"], "evaluation") == "pairwise_job"
     with pytest.raises(ValueError, match="no job materialises"):
         job_for(["samples", "scores"], "pair")
     assert set(JOB_ASSETS) == {j.name for j in ALL_JOBS}
