@@ -121,3 +121,25 @@ def archive(name: str = typer.Argument(..., help="Evaluation name."), lake: Opti
 def restore(name: str = typer.Argument(..., help="Evaluation name."), lake: Optional[str] = LakeOption) -> None:
     """Show an archived evaluation again (partitions and schedule)."""
     _set(name, lake, False)
+
+
+@evaluations_app.command()
+def pin(
+    name: str = typer.Argument(..., help="Evaluation name."),
+    unpin: bool = typer.Option(False, "--unpin", help="Remove the pin: the next run of a changed source registers a new fingerprint."),
+    lake: Optional[str] = LakeOption,
+) -> None:
+    """Pin an evaluation to its current dataset content: a scheduled or CLI run whose source changed then scores nothing and says what changed.
+
+    Writes `dataset.pin: <content SHA-256>` into the stored spec (the fingerprint does not
+    change). A later `facetlake run SPEC.yaml` stores that YAML's spec: write `pin:` there to
+    keep the pin. `--unpin` removes it."""
+    from resources.catalog import CatalogError
+    from resources.catalog.writes import set_pin
+
+    store = open_lake(lake)
+    try:
+        value = set_pin(store, name, pin=not unpin)
+    except CatalogError as exc:
+        fail(str(exc))
+    console.print(f"{name}: " + (f"pinned at {value[:12]} (dataset content SHA-256 {value})" if value else "unpinned"), highlight=False)

@@ -21,6 +21,7 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
     from resources.backends import BackendError
     from resources.catalog import CatalogCollisionError
     from resources.catalog.spec import SpecError
+    from resources.catalog.writes import PinnedDatasetChanged
     from pipelines.runs.instance import get_instance
     from pipelines.runs.runner import launch_evaluation, run_evaluation, summary_table
 
@@ -37,6 +38,9 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
                 resolved = run_lm_eval_spec(spec, lake, instance)
             else:
                 resolved = run_evaluation(spec, lake, instance, take_over=take_over, replace=replace)
+        except PinnedDatasetChanged as exc:  # pinned content, changed source: nothing new scored, and why (issue 31)
+            console.print(f"  [yellow]{exc}[/]", highlight=False)
+            continue
         except (CatalogCollisionError, SpecError, LaunchError, BackendError) as exc:
             fail(str(exc))
         reg = resolved.registration
@@ -52,6 +56,8 @@ def run_specs(specs, lake, title: str, take_over: bool = False, replace: bool = 
         if added:  # models the inbox added to this evaluation run with it
             console.print(f"  also models added by the inbox: {', '.join(added)}", highlight=False)
         fingerprints.append(resolved.fingerprint)
+    if not fingerprints:
+        return
     print_frame(summary_table(lake, fingerprints), title=title)
     for fp in fingerprints:
         print_verdicts(lake, fp, correlations=show_correlations)

@@ -10,8 +10,9 @@ ids in both whose stored fields differ are *changed*, with the fields named
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import polars as pl
 
@@ -96,6 +97,31 @@ def sample_diff(lake: LakeStore, evaluation: str, older: str | None = None, newe
     position = fps.index(new_fp) if new_fp in fps else len(fps)
     old_fp = resolve(older, fps[position - 1] if position > 0 else None)
     old, new = _samples(lake, old_fp), _samples(lake, new_fp)
+    key = lambda fp: f"{name}@{fp[:12]}"  # noqa: E731
+    return compare_samples(old, new, key(old_fp), key(new_fp))
+
+
+def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The compared fields of a stored ``samples`` row (JSON columns parsed)."""
+    out = {f: _norm(row.get(f)) for f in SAMPLE_FIELDS}
+    for f in ("metadata", "ratings"):
+        if isinstance(out[f], str):
+            try:
+                out[f] = json.loads(out[f]) or None
+            except ValueError:
+                pass
+    return out
+
+
+def sample_fields(sample: Any) -> dict[str, Any]:
+    """The compared fields of a :class:`metric_ops.base.Sample` (as :func:`row_fields` reads a stored row)."""
+    return {"input": _norm(sample.input), "references": _norm(list(sample.references)), "context": _norm(list(sample.context)),
+            "metadata": dict(sample.metadata) or None, "ratings": dict(sample.ratings) or None}
+
+
+def compare_samples(old: Mapping[str, Any], new: Mapping[str, Any], older: str, newer: str) -> SampleDiff:
+    """:class:`SampleDiff` of two ``{sample id: stored row or Sample}`` mappings (new's order)."""
+    fields_of = lambda v: row_fields(v) if isinstance(v, Mapping) else sample_fields(v)  # noqa: E731
     added = tuple(s for s in new if s not in old)
     removed = tuple(s for s in old if s not in new)
     changed: dict[str, tuple[str, ...]] = {}
@@ -103,13 +129,13 @@ def sample_diff(lake: LakeStore, evaluation: str, older: str | None = None, newe
     for sid, row in new.items():
         if sid not in old:
             continue
-        fields = tuple(f for f in SAMPLE_FIELDS if _norm(row.get(f)) != _norm(old[sid].get(f)))
+        a, b = fields_of(old[sid]), fields_of(row)
+        fields = tuple(f for f in SAMPLE_FIELDS if a[f] != b[f])
         if fields:
             changed[sid] = fields
         else:
             same += 1
-    key = lambda fp: f"{name}@{fp[:12]}"  # noqa: E731
-    return SampleDiff(key(old_fp), key(new_fp), added, removed, changed, same)
+    return SampleDiff(older, newer, added, removed, changed, same)
 
 
 def _norm(value: Any) -> Any:
@@ -120,4 +146,4 @@ def _norm(value: Any) -> Any:
     return value if value not in ("", None) else None
 
 
-__all__ = ["SAMPLE_FIELDS", "SampleDiff", "fingerprint_history", "sample_diff"]
+__all__ = ["SAMPLE_FIELDS", "SampleDiff", "compare_samples", "fingerprint_history", "row_fields", "sample_diff", "sample_fields"]

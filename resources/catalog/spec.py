@@ -187,6 +187,10 @@ class EvaluationSpec:
             metrics = profile_metrics(str(data["profile"]), [str(m) for m in metrics], data.get("metric_params"), where=where)
         adapter = {**DEFAULT_ADAPTER, **dict(data.get("adapter") or {})}
         generation = {**DEFAULT_GENERATION, **dict(data.get("generation") or {})}
+        pin = (data.get("dataset") or {}).get("pin") if isinstance(data.get("dataset"), Mapping) else None
+        if pin is not None and not (pin == "current" or (isinstance(pin, str) and re.fullmatch(r"[0-9a-f]{64}", pin))):
+            raise SpecError(f"{where}: dataset.pin must be a content SHA-256 (64 hex, `facetlake evaluations` --history shows it) "
+                            f"or `current` (the content of the evaluation's current fingerprint); got {pin!r}")
         return cls(
             name=str(data["name"]),
             dataset=dict(data.get("dataset") or {"kind": "lm_eval", "task": (data.get("lm_eval") or {}).get("task")}),
@@ -267,7 +271,7 @@ class EvaluationSpec:
 
     def make_dataset(self) -> Dataset:
         """The configured dataset object (``sha256``, a content pin, is the catalog's concern)."""
-        return make_dataset({k: v for k, v in self.dataset.items() if k != "sha256"})
+        return make_dataset({k: v for k, v in self.dataset.items() if k not in ("sha256", "pin")})
 
     def fingerprint_inputs(self, dataset_hash: str) -> dict[str, Any]:
         """Everything that defines this evaluation besides the model (DESIGN.md)."""

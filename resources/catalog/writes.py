@@ -63,6 +63,56 @@ def _describe_source(spec: str, identity: Mapping[str, Any]) -> str:
     return f"{spec}" + (f" (sha256 {digest[:12]})" if digest else "")
 
 
+class PinnedDatasetChanged(SpecError):
+    """A pinned evaluation (``dataset.pin`` / ``dataset.sha256``) whose source now holds other
+    content (issue 31): nothing is registered or scored. ``pinned`` / ``found``: the content
+    hashes; ``diff``: the :class:`resources.catalog.diff.SampleDiff` from the pinned samples
+    to the source's (None when the pinned fingerprint's samples are not stored)."""
+
+    def __init__(self, message: str, pinned: str, found: str, diff: Any = None) -> None:
+        super().__init__(message)
+        self.pinned, self.found, self.diff = pinned, found, diff
+
+
+def dataset_pin(spec: Any) -> str | None:
+    """The content pin of a spec's dataset: ``pin`` (a SHA-256 hex or ``current``), else the
+    older name ``sha256``; None when unpinned."""
+    value = spec.dataset.get("pin", spec.dataset.get("sha256"))
+    return None if value in (None, "") else str(value).strip()
+
+
+def check_pin(lake: LakeStore, resolved: ResolvedEvaluation, frame: pl.DataFrame) -> None:
+    """Refuse to register a pinned evaluation whose source changed (:class:`PinnedDatasetChanged`,
+    saying what changed: "pinned at H; the source changed (H2): N added, M removed, K changed
+    samples"). ``pin: current`` pins the content of the evaluation's current fingerprint (the
+    content being registered when it has none yet)."""
+    from resources.catalog.diff import compare_samples
+
+    spec = resolved.spec
+    pin = dataset_pin(spec)
+    if pin is None:
+        return
+    mine = frame.filter(pl.col("name") == spec.name) if frame.height else frame
+    if pin == "current":
+        current = mine.filter(pl.col("status") == "current") if mine.height else mine
+        pin = current["dataset_hash"][0] if current.height else resolved.dataset_hash
+    if pin == resolved.dataset_hash:
+        return
+    holders = mine.filter(pl.col("dataset_hash") == pin).sort("registered_at") if mine.height else mine
+    diff = None
+    if holders.height and lake.exists("samples"):
+        fp = holders["fingerprint"][-1]
+        stored = lake.read("samples", where={"fingerprint": fp})
+        if stored.height:
+            old = {r["sample_id"]: r for r in stored.sort("position").iter_rows(named=True)}
+            diff = compare_samples(old, {s.sample_id: s for s in resolved.samples}, f"{spec.name}@{fp[:12]}", "source now")
+    change = diff.summary() if diff is not None else "the pinned samples are not stored here to compare"
+    raise PinnedDatasetChanged(
+        f"evaluation {spec.name}: pinned at {pin[:12]}; the source changed ({resolved.dataset_hash[:12]}): {change}; "
+        "nothing new is scored. Restore the data, or accept the change: `facetlake evaluations pin "
+        f"{spec.name} --unpin` (or set dataset.pin to the new content) and run again", pin, resolved.dataset_hash, diff)
+
+
 def register_evaluation(lake: LakeStore, resolved: ResolvedEvaluation, *, take_over: bool = False,
                         replace: bool = False) -> Registration:
     """Record ``resolved`` under its name: its fingerprint (current; the previous one becomes
@@ -70,20 +120,17 @@ def register_evaluation(lake: LakeStore, resolved: ResolvedEvaluation, *, take_o
 
     Raises :class:`CatalogCollisionError` when the fingerprint belongs to another
     evaluation (unless ``take_over``) or the name is registered over another dataset
-    source (unless ``replace``), and :class:`SpecError` when the spec pins a dataset
-    content hash (``dataset.sha256``) that the data no longer has."""
+    source (unless ``replace``), and :class:`PinnedDatasetChanged` when the spec pins a
+    dataset content hash (``dataset.pin`` / ``dataset.sha256``) that the data no longer has."""
     spec = resolved.spec
     name, fp = spec.name, resolved.fingerprint
     # the spec may have changed since it was parsed (--anonymise, --profile, lm-eval run records): check what is stored
     refuse_spec_secrets(spec.to_mapping(), f"evaluation {name}")
     if not EVALUATION_NAME.match(name):
         raise SpecError(f"evaluation name {name!r} must match [a-z0-9][a-z0-9._-]* (it names partitions)")
-    pinned = spec.dataset.get("sha256")
-    if pinned and str(pinned) != resolved.dataset_hash:
-        raise SpecError(f"evaluation {name}: the spec pins dataset content sha256 {str(pinned)[:12]}…, but the data now hashes "
-                        f"to {resolved.dataset_hash[:12]}…; restore the data, or update dataset.sha256 to accept the change")
     now = utcnow()
     frame = _evaluations(lake)
+    check_pin(lake, resolved, frame)
     reg = Registration(name=name, fingerprint=fp, partition_key=evaluation_key(name, fp))
     # --- the fingerprint's owner
     owners = frame.filter((pl.col("fingerprint") == fp) & (pl.col("name") != name)) if frame.height else frame
@@ -292,3 +339,26 @@ def set_archived(lake: LakeStore, name: str, archived: bool) -> int:
         lake.replace("pairs", updated, {"evaluation": name})
         return int((updated["status"] != mine_pairs["status"]).sum())
     return 0
+
+
+def set_pin(lake: LakeStore, name: str, pin: bool = True) -> str | None:
+    """Pin evaluation ``name`` to the dataset content of its current fingerprint (its stored
+    spec gains ``dataset.pin: <content SHA-256>``; scheduled and CLI runs then refuse a changed
+    source, saying what changed), or unpin it (``pin=False``: ``pin`` and ``sha256`` removed).
+    Returns the pinned hash (None when unpinned). The fingerprint does not change. Raises
+    :class:`CatalogError` for an unknown name."""
+    frame = _evaluations(lake)
+    mine = frame.filter(pl.col("name") == name) if frame.height else frame
+    current = mine.filter(pl.col("status") == "current") if mine.height else mine
+    if current.height == 0:
+        raise CatalogError(f"no evaluation named {name!r}; evaluations: {_listing(frame)}")
+    row = current.row(0, named=True)
+    spec = json.loads(row["spec"])
+    dataset = {k: v for k, v in (spec.get("dataset") or {}).items() if k not in ("pin", "sha256")}
+    value = row["dataset_hash"] if pin else None
+    if value:
+        dataset["pin"] = value
+    spec["dataset"] = dataset
+    updated = current.with_columns(pl.lit(canonical_json(spec)).alias("spec"))
+    lake.replace("evaluations", updated, {"name": name, "fingerprint": row["fingerprint"]})
+    return value
