@@ -45,7 +45,8 @@ def two_versions(tmp_path_factory, instance):
     first = run_evaluation(_spec(data), lake, instance)
     state = {"samples": lake.read("samples").height, "scores": lake.read("scores").height,
              "samples_version": lake.version("samples"), "scores_version": lake.version("scores"),
-             "runs": lake.read("runs")}
+             "runs": lake.read("runs"),
+             "verdict": lake.read("comparisons", where={"fingerprint": first.fingerprint, "kind": "model_metric"})}
     _dataset(data, edited=True)
     second = run_evaluation(_spec(data), lake, instance)
     assert second.fingerprint != first.fingerprint
@@ -126,3 +127,25 @@ def test_datasets_diff_lists_exactly_the_edited_and_added_samples(two_versions):
     assert kinds.exit_code == 0 and "sfres" in {r["kind"] for r in json.loads(kinds.stdout)}  # the listing still works
     one = runner.invoke(app, ["datasets", "diff", "versions", first.fingerprint[:12], first.fingerprint[:12], "--lake", lake.root])
     assert one.exit_code == 0 and "0 added, 0 removed, 0 changed samples (5 unchanged)" in one.output
+
+
+def test_compare_against_the_first_run_equals_its_stored_verdict(two_versions):
+    lake, first, second, state = two_versions
+    run_id = state["runs"].filter(pl.col("asset") == "comparisons").sort("finished_at")["run_id"][0]
+    out = runner.invoke(app, ["compare", "-e", "versions", "--against", run_id[:10], "--lake", lake.root, "-f", "json"])
+    assert out.exit_code == 0, out.output
+    rows = {(r["metric"], r["model"]): r for r in json.loads(out.stdout)}
+    stored = {(r["metric"], r["model"]): r["mean"] for r in state["verdict"].iter_rows(named=True)}
+    assert set(rows) == set(stored) and len(stored) >= 2
+    for key, mean in stored.items():
+        assert abs(rows[key]["then"] - mean) <= 1e-12  # the first run's verdict, as stored
+    now = lake.read("comparisons", where={"fingerprint": second.fingerprint, "kind": "model_metric"})
+    for r in now.iter_rows(named=True):
+        got = rows[(r["metric"], r["model"])]
+        assert abs(got["now"] - r["mean"]) <= 1e-12 and abs(got["difference"] - (r["mean"] - got["then"])) <= 1e-12
+        assert got["samples added"] == 2 and got["samples removed"] == 0  # q5, q6 joined the dataset
+        assert got["then_evaluation"] == f"versions@{first.fingerprint[:12]}"
+    table = runner.invoke(app, ["compare", "-e", "versions", "--against", run_id[:10], "--lake", lake.root], env={"COLUMNS": "200"})
+    assert table.exit_code == 0 and "samples changed" in table.output
+    bad = runner.invoke(app, ["compare", "-e", "versions", "--against", "nosuchrun", "--lake", lake.root])
+    assert bad.exit_code == 1 and "no run with that id" in bad.output

@@ -69,6 +69,7 @@ def compare(
                                         "metric x model (mean, ci_low, ci_high, winner, n_scored, n_total, tie_group), or "
                                         "with --pairwise one per pairwise verdict; notes and gate messages go to stderr."),
     pairwise: bool = typer.Option(False, "--pairwise", help="With --format csv or json: the pairwise verdict rows instead of the means."),
+    against: Optional[str] = typer.Option(None, "--against", help="Compare today's verdict with an earlier one: a run id (prefix), a timestamp or TABLE=VERSION (read by Delta time travel): per metric and model the stored mean then and now, the difference and the samples whose scores changed.", show_default=False),
     lake: Optional[str] = LakeOption,
 ) -> None:
     """Print each evaluation's comparisons: statistics, winners, pairwise verdicts, regression alert.
@@ -113,6 +114,9 @@ def compare(
     if not rows_to_show:
         fail("no active evaluations; `facetlake evaluations --all` lists archived ones")
     refresh_stale_verdicts(store, [ev["fingerprint"] for ev in rows_to_show], say)  # never a verdict older than its scores
+    if against:
+        _print_against(store, rows_to_show, against, format, say)
+        return
     if other and len(rows_to_show) > 1 and not machine(format):
         labelled = {_label(ev): store.read("comparisons", where={"fingerprint": ev["fingerprint"]}).to_dicts() for ev in rows_to_show}
         print_frame(side_by_side(labelled), title="side by side: mean [95% CI] per metric x model (each evaluation's own "
@@ -169,6 +173,35 @@ def compare(
     if not_compared and fail_on_regression:  # a gate never passes on nothing measured
         fail(f"no comparisons yet for {', '.join(not_compared)}: nothing to gate on (--fail-on-regression); "
              "run the evaluation first (`facetlake run SPEC.yaml`)")
+
+
+def _print_against(store, evaluations: list[dict], against: str, format: OutputFormat, say) -> None:
+    """``compare --against``: each evaluation's verdict now beside the one ``against`` names."""
+    import polars as pl
+
+    from pipelines.report.against import point_of, verdict_against
+    from resources.catalog import CatalogError
+    from resources.sql import AsOfError
+
+    try:
+        point = point_of(store, against)
+    except AsOfError as exc:
+        fail(str(exc))
+    say.print(point.described, highlight=False)
+    frames = []
+    for ev in evaluations:
+        try:
+            frame, ends = verdict_against(store, ev["fingerprint"], point)
+        except CatalogError as exc:
+            say.print(f"[yellow]{ev['name']}: {exc}[/]", highlight=False)
+            continue
+        if machine(format):
+            frames.append(frame.with_columns(pl.lit(ends["then"]).alias("then_evaluation"), pl.lit(ends["now"]).alias("now_evaluation")))
+        else:
+            print_frame(frame, title=f"{ends['now']} now vs {ends['then']} then ({against}): stored means, difference, "
+                                     "samples whose scores changed")
+    if machine(format):
+        print_frame(pl.concat(frames) if frames else pl.DataFrame(), format)
 
 
 #: the columns of ``compare --format csv|json``: the headline table's, with each interval and
