@@ -158,6 +158,11 @@ def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
         clusters = {sid: (clusters or {}).get(split_trial(sid)[0], split_trial(sid)[0]) for sid in ids}
         field_name = field_name or "sample (repeated trials)"
     reads["cluster"] = field_name
+    # what the verdict rests on: dataset content and samples version, adapter and template hashes,
+    # metric (judge prompt) versions (issue 31; `facetlake evaluations show` lists the same)
+    from resources.catalog.versions import rests_on, samples_versions
+
+    reads["rests_on"] = rests_on(row, samples_versions(lake).get(fingerprint))
     reads["gate"] = dict(getattr(spec, "gate", None) or {})
     return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,
             "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads, "clusters": clusters,

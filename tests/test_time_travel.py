@@ -149,3 +149,23 @@ def test_compare_against_the_first_run_equals_its_stored_verdict(two_versions):
     assert table.exit_code == 0 and "samples changed" in table.output
     bad = runner.invoke(app, ["compare", "-e", "versions", "--against", "nosuchrun", "--lake", lake.root])
     assert bad.exit_code == 1 and "no run with that id" in bad.output
+
+
+def test_evaluations_show_and_every_verdict_name_what_they_rest_on(two_versions):
+    lake, first, second, state = two_versions
+    out = runner.invoke(app, ["evaluations", "show", "versions", "--lake", lake.root, "-f", "json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)
+    assert [r["fingerprint"] for r in rows] == [second.fingerprint[:12], first.fingerprint[:12]]  # newest first
+    assert [r["status"] for r in rows] == ["current", "history"]
+    stored = {r["fingerprint"][:12]: r for r in lake.read("evaluations").to_dicts()}
+    assert all(r["dataset sha256"] == stored[r["fingerprint"]]["dataset_hash"][:12] for r in rows)
+    assert rows[1]["samples version"] == state["samples_version"]
+    assert rows[0]["adapter sha256"] == rows[1]["adapter sha256"] and rows[0]["dataset sha256"] != rows[1]["dataset sha256"]
+    from metric_ops.registry import REGISTRY
+
+    assert rows[0]["metrics"] == ", ".join(f"{m} v{REGISTRY.get_class(m).version}" for m in ("exact_match", "token_f1"))
+    # each comparisons row carries the same in its reads record
+    reads = json.loads(lake.read("comparisons", where={"fingerprint": second.fingerprint})["reads"][0])
+    assert reads["rests_on"]["dataset_sha256"] == stored[second.fingerprint[:12]]["dataset_hash"]
+    assert reads["rests_on"]["samples_version"] is not None and reads["rests_on"]["metric_versions"].keys() == {"exact_match", "token_f1"}

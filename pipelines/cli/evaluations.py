@@ -143,3 +143,33 @@ def pin(
     except CatalogError as exc:
         fail(str(exc))
     console.print(f"{name}: " + (f"pinned at {value[:12]} (dataset content SHA-256 {value})" if value else "unpinned"), highlight=False)
+
+
+@evaluations_app.command()
+def show(
+    name: str = typer.Argument(..., help="Evaluation name (or any reference -e takes)."),
+    lake: Optional[str] = LakeOption,
+    format: OutputFormat = FormatOption(),
+) -> None:
+    """List, for each fingerprint the evaluation has had, what its verdicts rest on: dataset content hash and samples version, adapter and prompt template hashes, generation settings, metric (and judge prompt) versions, pin."""
+    import json
+
+    import polars as pl
+
+    from resources.catalog import CatalogError, evaluation_versions
+
+    store = open_lake(lake)
+    try:
+        entries = evaluation_versions(store, name)
+    except CatalogError as exc:
+        fail(str(exc))
+    rows = [{"fingerprint": e["fingerprint"][:12], "status": e["status"],
+             "registered": e["registered_at"].strftime("%Y-%m-%d %H:%M") if e["registered_at"] else "",
+             "dataset sha256": (e["dataset_sha256"] or "")[:12], "samples version": e["samples_version"],
+             "adapter": e["adapter"], "adapter sha256": e["adapter_sha256"][:12],
+             "template sha256": (e["template_sha256"] or "")[:12],
+             "generation": json.dumps(e["generation"], sort_keys=True),
+             "metrics": ", ".join(f"{m} v{v}" for m, v in sorted(e["metric_versions"].items())),
+             "pin": (e["pin"] or "")[:12]} for e in entries]
+    print_frame(pl.DataFrame(rows, schema_overrides={"samples version": pl.Int64}), format,
+                title=f"{name}: what each fingerprint rests on (newest first)")

@@ -25,8 +25,9 @@ The code lives in :mod:`resources.catalog.spec` (the evaluation spec and its fin
 :mod:`resources.catalog.reads` (keys, sources, reads), :mod:`resources.catalog.writes`
 (registration, models, metrics, archiving), :mod:`resources.catalog.profiles` (practitioner
 profiles), :mod:`resources.catalog.migrations` (explicit migrations of older lakes) and
-:mod:`resources.catalog.diff` (samples changed between two fingerprints); this face exports
-their public names.
+:mod:`resources.catalog.diff` (samples changed between two fingerprints) and
+:mod:`resources.catalog.versions` (what each fingerprint rests on); this face exports their
+public names.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ from resources.catalog.profiles import (
     profile_view,
 )
 from resources.catalog.diff import SampleDiff, fingerprint_history, sample_diff
+from resources.catalog.versions import evaluation_versions, rests_on
 from resources.catalog.migrations import (
     MigrationError,
     migrate_catalog_identity,
@@ -100,6 +102,8 @@ __all__ = [
     "SampleDiff",
     "fingerprint_history",
     "sample_diff",
+    "evaluation_versions",
+    "rests_on",
     "CatalogCollisionError",
     "CatalogError",
     "FP_PREFIX",
