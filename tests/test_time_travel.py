@@ -169,3 +169,25 @@ def test_evaluations_show_and_every_verdict_name_what_they_rest_on(two_versions)
     reads = json.loads(lake.read("comparisons", where={"fingerprint": second.fingerprint})["reads"][0])
     assert reads["rests_on"]["dataset_sha256"] == stored[second.fingerprint[:12]]["dataset_hash"]
     assert reads["rests_on"]["samples_version"] is not None and reads["rests_on"]["metric_versions"].keys() == {"exact_match", "token_f1"}
+
+
+def test_the_evidence_manifest_carries_the_versions_and_verify_checks_them(two_versions, tmp_path):
+    lake, first, second, state = two_versions
+    out = tmp_path / "evidence"
+    done = runner.invoke(app, ["export", "-e", second.fingerprint, "--out", str(out), "--unsigned", "--lake", lake.root])
+    assert done.exit_code == 0, done.output
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    versions = manifest["versions"]
+    assert versions["dataset_content_sha256"] == lake.read("evaluations", where={"fingerprint": second.fingerprint})["dataset_hash"][0]
+    assert versions["tables"]["scores"] == lake.version("scores") and versions["samples_version"] is not None
+    ok = runner.invoke(app, ["verify", str(out), "--lake", lake.root, "--allow-unsigned"])
+    assert ok.exit_code == 0, ok.output
+    # point the manifest at the scores as they were before the second evaluation: verify fails on it
+    versions["tables"]["scores"] = state["scores_version"]
+    (out / "MANIFEST.json").write_text(json.dumps(manifest))
+    bad = runner.invoke(app, ["verify", str(out), "--lake", lake.root, "--allow-unsigned"])
+    assert bad.exit_code == 1 and f"scores at scores version {state['scores_version']} are not the exported" in " ".join(bad.output.split())
+    versions["tables"]["scores"] = 9999
+    (out / "MANIFEST.json").write_text(json.dumps(manifest))
+    gone = runner.invoke(app, ["verify", str(out), "--lake", lake.root, "--allow-unsigned"])
+    assert gone.exit_code == 1 and "scores version 9999 is not in this lake's history" in " ".join(gone.output.split())

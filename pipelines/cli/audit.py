@@ -168,7 +168,7 @@ def export(
 def verify(
     folder: Path = typer.Argument(..., exists=True, file_okay=False, help="An evidence folder written by `facetlake export`."),
     public_key: Optional[Path] = typer.Option(None, "--public-key", help="The trusted Ed25519 public key (PEM). Default: $FACETLAKE_EVIDENCE_PUBLIC_KEY (PEM text) or the file $FACETLAKE_EVIDENCE_PUBLIC_KEY_FILE.", show_default=False),
-    lake: Optional[str] = typer.Option(None, "--lake", help="Also check that the manifest's hash is anchored in this lake's evidence_exports.", show_default=False),
+    lake: Optional[str] = typer.Option(None, "--lake", help="Also check that the manifest's hash is anchored in this lake's evidence_exports, and that the table versions it lists are in the lake's history and hold the exported scores.", show_default=False),
     allow_unsigned: bool = typer.Option(False, "--allow-unsigned", help="Accept an unsigned export (consistency checks only; a consistent rewrite goes unnoticed)."),
 ) -> None:
     """Check the signature against a public key, every file's SHA-256, the fingerprint from its

@@ -117,6 +117,10 @@ def _refuse_stored_secrets(lake: Any, name: str, spec: Any) -> None:
             "runtime.api_key_env (`facetlake register SPEC.yaml`), then export again; rotate the key"))
 
 
+#: the tables whose Delta versions the manifest records (``versions.tables``)
+VERSIONED_TABLES = ("evaluations", "samples", "scores", "summary", "runs", "outbound_ledger")
+
+
 def export_evidence(
     lake: Any, fingerprint: str, out: str | Path, fmt: str = "json", include_samples: bool = False, signing_key: Any | None = None,
 ) -> dict[str, Any]:
@@ -144,6 +148,11 @@ def export_evidence(
     fp = ev["fingerprint"]
     spec = json.loads(ev["spec"])
     _refuse_stored_secrets(lake, ev["name"], spec)
+    # the Delta versions this export reads (issue 31): verify --lake re-reads them from the lake's history
+    from resources.catalog.versions import samples_versions
+
+    versions = {"dataset_content_sha256": ev["dataset_hash"], "samples_version": samples_versions(lake).get(fp),
+                "tables": {t: lake.version(t) for t in VERSIONED_TABLES if lake.exists(t)}}
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
 
@@ -243,6 +252,7 @@ def export_evidence(
                 # the summary matched the score rows at export time: verify may hold it to that
                 "summary_matches_scores": not summary_mismatches(_frame_rows(summary), _frame_rows(scores)),
                 "samples": samples_kind,
+                "versions": versions,
                 "signing": {"algorithm": "Ed25519", "public_key_sha256": key_id} if key_id else None,
                 "files": {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in files}}
     _write_json(out / MANIFEST, manifest)

@@ -173,6 +173,8 @@ def verify_evidence(folder: str | Path, public_key: Any | None = None, lake: Any
         if not report.anchored:
             report.fail(f"{MANIFEST} (SHA-256 {report.manifest_sha256[:16]}...) is not anchored in the lake's evidence_exports: "
                         "this lake never exported this manifest")
+    if lake is not None and manifest.get("versions"):
+        _check_versions(report, lake, manifest["versions"], str(manifest.get("fingerprint")), folder, listed)
     if manifest.get("format") != FORMAT:
         report.fail(f"{MANIFEST}: format {manifest.get('format')!r} is not {FORMAT}")
     present = {p.name for p in folder.iterdir() if p.is_file() and p.name not in (MANIFEST, SIGNATURE)}
@@ -219,6 +221,41 @@ def verify_evidence(folder: str | Path, public_key: Any | None = None, lake: Any
         if digest != inputs_hash:
             report.fail(f"samples.jsonl hashes to {digest[:16]}..., not the dataset content hash {str(inputs_hash)[:16]}...")
     return report
+
+
+def _score_digest(rows: Iterable[Mapping[str, Any]]) -> str:
+    keys = sorted((str(r.get("model")), str(r.get("metric")), str(r.get("sample_id")),
+                   None if r.get("value") in (None, "") else repr(round(float(r["value"]), 12))) for r in rows)
+    return hashlib.sha256(json.dumps(keys).encode()).hexdigest()
+
+
+def _check_versions(report: VerifyReport, lake: Any, versions: Mapping[str, Any], fingerprint: str, folder: Path,
+                    listed: Mapping[str, Any]) -> None:
+    """The manifest's table versions against the lake's history (issue 31): each version is
+    still in the table's log, the evaluation's dataset content hash at that version of
+    ``evaluations`` is the manifest's, and the scores at that version of ``scores`` are the
+    exported rows."""
+    tables = dict(versions.get("tables") or {})
+    for table, version in sorted(tables.items()):
+        if version is None:
+            continue
+        try:
+            lake.delta(table, int(version))
+        except Exception:  # noqa: BLE001 - any failure to load means the version is not there
+            report.fail(f"{MANIFEST}: {table} version {version} is not in this lake's history (another lake, vacuumed, or edited)")
+            tables[table] = None
+    if tables.get("evaluations") is not None:
+        rows = lake.read("evaluations", where={"fingerprint": fingerprint}, version=int(tables["evaluations"]))
+        hashes = set(rows["dataset_hash"].to_list()) if rows.height else set()
+        if versions.get("dataset_content_sha256") not in hashes:
+            report.fail(f"{MANIFEST}: dataset content {str(versions.get('dataset_content_sha256'))[:16]}... is not what evaluations "
+                        f"version {tables['evaluations']} holds for this fingerprint")
+    scores_file = next((n for n in listed if n.startswith("scores.")), None)
+    if tables.get("scores") is not None and scores_file and (folder / scores_file).is_file():
+        stored = lake.read("scores", where={"fingerprint": fingerprint}, version=int(tables["scores"]))
+        if _score_digest(stored.iter_rows(named=True)) != _score_digest(_read_table(folder / scores_file)):
+            report.fail(f"{MANIFEST}: the scores at scores version {tables['scores']} are not the exported {scores_file} "
+                        "(the version or the rows were changed)")
 
 
 def _check_models_and_summary(report: VerifyReport, folder: Path, listed: Mapping[str, Any], manifest: Mapping[str, Any],
