@@ -15,6 +15,7 @@ from assets.analysis_common import metric_input_keys, plan_recompute, previous_m
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
 from resources.catalog import evaluation_row, utcnow
+from resources.catalog.versions import rests_on, samples_versions
 from resources.lake.resource import LakeStore
 
 _KEYS = ["fingerprint", "dataset", "model", "metric"]
@@ -86,7 +87,10 @@ def summary(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.Materializ
         lake, context, asset="summary", table="summary", version=version, rows=frame.height, started_at=started,
         fingerprint=fingerprint, dataset=row["dataset"],
         provenance={"read": {"scores": scores_version}, "reads": reads_record(fingerprint, {"scores": scores_version}, scores),
-                    "metric_keys": keys, "recomputed": sorted(changed), "dropped": sorted(dropped)},
+                    "metric_keys": keys, "recomputed": sorted(changed), "dropped": sorted(dropped),
+                    # what this verdict rests on (issue 31): dataset content and samples version, adapter and
+                    # template hashes, metric versions; `facetlake evaluations show` lists the same
+                    "rests_on": rests_on(row, samples_versions(lake).get(fingerprint))},
     )
     full = lake.read("summary", where={"fingerprint": fingerprint}) if lake.exists("summary") else frame
     return dg.MaterializeResult(

@@ -169,6 +169,15 @@ def test_evaluations_show_and_every_verdict_name_what_they_rest_on(two_versions)
     reads = json.loads(lake.read("comparisons", where={"fingerprint": second.fingerprint})["reads"][0])
     assert reads["rests_on"]["dataset_sha256"] == stored[second.fingerprint[:12]]["dataset_hash"]
     assert reads["rests_on"]["samples_version"] is not None and reads["rests_on"]["metric_versions"].keys() == {"exact_match", "token_f1"}
+    # the summary's run provenance and the report's overview name it too
+    prov = json.loads(lake.read("runs", where={"asset": "summary", "fingerprint": second.fingerprint}).sort("finished_at")["provenance"][-1])
+    assert prov["rests_on"]["dataset_sha256"] == reads["rests_on"]["dataset_sha256"]
+    from pipelines.report import build_html
+    from pipelines.report.data import load_report_data
+    from resources.lake.tables import LakeTables
+
+    html = build_html(load_report_data(LakeTables(root=lake.root), second.fingerprint))
+    assert "rests on (issue 31)" in html and f"metrics exact_match v{REGISTRY.get_class('exact_match').version}" in html
 
 
 def test_the_evidence_manifest_carries_the_versions_and_verify_checks_them(two_versions, tmp_path):

@@ -16,6 +16,20 @@ from metric_ops.gates import row_detail
 from pipelines.report.html import PALETTE, Figures, Section, absent, esc, fmt, html_table
 
 
+def _rests_on_text(ev: dict[str, Any]) -> str:
+    """The evaluation's dataset version, adapter and template hashes and metric versions, one line."""
+    from resources.catalog.versions import rests_on
+
+    r = rests_on(ev)
+    parts = [f"adapter {r['adapter']} (SHA-256 {r['adapter_sha256'][:12]}…)"]
+    if r["template_sha256"]:
+        parts.append(f"prompt template SHA-256 {r['template_sha256'][:12]}…")
+    parts.append("metrics " + ", ".join(f"{m} v{v}" for m, v in sorted(r["metric_versions"].items())))
+    if r["pin"]:
+        parts.append(f"dataset pinned at {str(r['pin'])[:12]}…")
+    return "; ".join(parts)
+
+
 def section_overview(d: ReportData) -> Section:
     ev = d.evaluation
     models = sorted(set(d.scores["model"].to_list()))
@@ -27,6 +41,7 @@ def section_overview(d: ReportData) -> Section:
         {"field": "models", "value": ", ".join(models)},
         {"field": "baseline (regression alert)", "value": d.baseline or "none configured"},
         {"field": "Delta versions read", "value": ", ".join(f"{k} v{v}" for k, v in d.versions.items() if v is not None)},
+        {"field": "rests on (issue 31)", "value": _rests_on_text(ev)},
         {"field": "comparisons from", "value": d.comparisons_source},
         {"field": "correlations from", "value": d.correlations_source},
     ]
