@@ -88,3 +88,21 @@ def test_pin_values_are_checked():
             from resources.catalog.spec import EvaluationSpec
 
             EvaluationSpec.from_mapping(spec_for_mapping)
+
+
+def test_pin_current_in_a_spec_keeps_the_content_first_registered(tmp_path, instance):
+    from resources.lake.resource import LakeStore
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    data = write_dataset(tmp_path, "pinned.jsonl")
+    spec = spec_for("current-pin", data, {"bot": "heuristic:copy-input"})
+    spec.dataset["pin"] = "current"
+    from pipelines.runs.runner import run_evaluation
+
+    first = run_evaluation(spec, lake, instance)  # nothing registered yet: pins the content it registers
+    assert register(spec, lake, instance).fingerprint == first.fingerprint  # same content: fine
+    _edit(tmp_path)
+    with pytest.raises(PinnedDatasetChanged, match=r"pinned at .*: 2 added, 0 removed, 3 changed samples") as caught:
+        register(spec, lake, instance)
+    assert caught.value.pinned == first.dataset_hash and caught.value.found != first.dataset_hash
+    assert evaluation_row(lake, "current-pin")["fingerprint"] == first.fingerprint
