@@ -106,6 +106,14 @@ def test_trials_store_one_row_per_trial_and_a_larger_k_sends_only_the_new_trials
     made = CliRunner().invoke(app, ["report", "-e", eight.fingerprint, "--out", str(page), "--lake", lake.root])
     assert made.exit_code == 0, made.output
     assert "<h3>Repeated trials</h3>" in page.read_text(encoding="utf-8")
+    # the run's printed summary shows each model's tie group (issue 28: ties in compare, summary, report, SQL)
+    from pipelines.runs.runner import summary_table
+
+    printed = summary_table(lake, [eight.fingerprint])
+    stored = {(r["model"], r["metric"]): json.loads(r["detail"]).get("tie_group")
+              for r in comp.filter(pl.col("kind") == "model_metric").iter_rows(named=True)}
+    assert {(r["model"], r["metric"]): r["tie group"] for r in printed.iter_rows(named=True)} == stored
+    assert set(stored.values()) <= {1, 2} and 1 in stored.values()
     summary = lake.read("summary", where={"fingerprint": eight.fingerprint, "metric": "token_f1"})
     live = lake.read("scores", where={"fingerprint": eight.fingerprint, "metric": "token_f1", "model": "live"})
     assert summary.filter(pl.col("model") == "live")["mean"][0] == pytest.approx(live["value"].mean(), abs=1e-12)

@@ -352,13 +352,21 @@ def scoring_outcome(lake: LakeStore, done: Iterable[Mapping[str, Any]]) -> pl.Da
 
 
 def summary_table(lake: LakeStore, fingerprints: Iterable[str] | None = None) -> pl.DataFrame:
-    """evaluation x model x metric: mean, n scored, n total (from the summary table)."""
+    """evaluation x model x metric: mean, n scored, n total (from the summary table) and the
+    tie group (from the comparisons: 1 = statistically tied with the best; empty with one model)."""
     frame = lake.read("summary")
     if fingerprints is not None:
         frame = frame.filter(pl.col("fingerprint").is_in(list(fingerprints)))
     names = lake.read("evaluations", columns=["name", "fingerprint"]).unique(subset=["fingerprint"])
     frame = frame.join(names, on="fingerprint", how="left").rename({"name": "evaluation"})
-    return frame.select("evaluation", "model", "metric", "mean", "n_scored", "n_total").sort(["evaluation", "model", "metric"])
+    groups = pl.DataFrame(schema={"fingerprint": pl.String, "model": pl.String, "metric": pl.String, "tie group": pl.Int64})
+    if lake.exists("comparisons"):
+        comp = lake.read("comparisons", where={"kind": "model_metric"}, columns=["fingerprint", "model", "metric", "detail"])
+        if comp.height:
+            groups = comp.select("fingerprint", "model", "metric",
+                                 pl.col("detail").str.json_path_match("$.tie_group").cast(pl.Int64, strict=False).alias("tie group"))
+    frame = frame.join(groups, on=["fingerprint", "model", "metric"], how="left")
+    return frame.select("evaluation", "model", "metric", "mean", "n_scored", "n_total", "tie group").sort(["evaluation", "model", "metric"])
 
 
 __all__ = [
