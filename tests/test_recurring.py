@@ -332,7 +332,8 @@ def test_a_pinned_dataset_refuses_changed_content(lake, fresh_instance, tmp_path
     pinned.dataset["sha256"] = resolved.dataset_hash
     register(pinned, lake, fresh_instance)  # unchanged data: fine
     write_dataset(tmp_path, n=N + 2)
-    with pytest.raises(SpecError, match="pins dataset content"):
+    # the older key name (sha256) is a pin like dataset.pin (issue 31): refused, saying what changed
+    with pytest.raises(SpecError, match=f"pinned at {resolved.dataset_hash[:12]}; the source changed"):
         register(pinned, lake, fresh_instance)
 
 
