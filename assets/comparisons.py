@@ -154,15 +154,16 @@ def _comparison_inputs(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
     if trials > 1:  # trials of one sample are not independent items: the sample (or its declared cluster) is the cluster
         from metric_ops.stats.trials import split_trial
 
-        ids = set(scores["sample_id"].drop_nulls().to_list())
-        clusters = {sid: (clusters or {}).get(split_trial(sid)[0], split_trial(sid)[0]) for sid in ids}
+        declared = clusters or {}
+        bases = {sid: split_trial(sid)[0] for sid in set(scores["sample_id"].drop_nulls().to_list())}
+        clusters = {sid: declared.get(base, base) for sid, base in bases.items()}
         field_name = field_name or "sample (repeated trials)"
     reads["cluster"] = field_name
     # what the verdict rests on: dataset content and samples version, adapter and template hashes,
     # metric (judge prompt) versions (issue 31; `facetlake evaluations show` lists the same)
     from resources.catalog.versions import rests_on, samples_versions
 
-    reads["rests_on"] = rests_on(row, samples_versions(lake).get(fingerprint))
+    reads["rests_on"] = rests_on(row, samples_versions(lake, fingerprint).get(fingerprint))
     reads["gate"] = dict(getattr(spec, "gate", None) or {})
     return {"row": row, "fingerprint": fingerprint, "scores": scores, "models": models, "baseline": baseline,
             "resources": resource_figures(lake, fingerprint, models, versions), "reads": reads, "clusters": clusters,

@@ -90,7 +90,7 @@ def summary(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.Materializ
                     "metric_keys": keys, "recomputed": sorted(changed), "dropped": sorted(dropped),
                     # what this verdict rests on (issue 31): dataset content and samples version, adapter and
                     # template hashes, metric versions; `facetlake evaluations show` lists the same
-                    "rests_on": rests_on(row, samples_versions(lake).get(fingerprint))},
+                    "rests_on": rests_on(row, samples_versions(lake, fingerprint).get(fingerprint))},
     )
     full = lake.read("summary", where={"fingerprint": fingerprint}) if lake.exists("summary") else frame
     return dg.MaterializeResult(

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import random
-import sys
 import warnings
 from pathlib import Path
 
@@ -19,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import cli
 from resources.backends import BackendError, PrecomputedBackend
 from resources.datasets import DatasetError, DatasetWarning, content_hash, make_dataset
+from support.cli import run_main
 
 
 def load(path: Path, **extra):
@@ -226,12 +225,6 @@ def test_inbox_sensor_skips_a_bad_file_once_and_keeps_the_good_one(lake_copy, in
 
 
 # ------------------------------------------------------------------ the CLI: one line, before any run
-def _run_main(monkeypatch, capsys, argv) -> tuple[int, str]:
-    monkeypatch.delenv("FACETLAKE_DEBUG", raising=False)
-    monkeypatch.setattr(sys, "argv", ["facetlake", *argv])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    return exc.value.code, capsys.readouterr().err
 
 
 def _spec(tmp_path: Path, dataset: str, model: str = "precomputed:column=system_output") -> Path:
@@ -259,7 +252,7 @@ def test_cli_refuses_bad_input_in_one_line_before_any_run(tmp_path, monkeypatch,
     monkeypatch.setenv("FACETLAKE_OFFLINE", "")  # restored (unset) after the test, whatever the command sets
     runs_before = instance.get_runs_count()
     argv = ["run", str(_spec(tmp_path, dataset, model)), "--lake", str(tmp_path / "lake")]
-    code, err = _run_main(monkeypatch, capsys, [*argv, *(["--offline"] if model.startswith("api:") else [])])
+    code, err = run_main(monkeypatch, capsys, [*argv, *(["--offline"] if model.startswith("api:") else [])])
     assert code == 1
     flat = " ".join(err.split())
     assert words in flat, err

@@ -7,13 +7,13 @@ registration and the Dagster assets (and once through ``facetlake run``)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from conftest import DATA_DIR
+from support.cli import run_main
 
 N = 6
 
@@ -114,14 +114,6 @@ def test_generations_asset_refuses_a_file_changed_to_unknown_ids(tmp_path, insta
     assert lake.read("generations", where={"fingerprint": resolved.fingerprint})["status"].to_list() == ["ok"] * N
 
 
-def _run_main(monkeypatch, capsys, argv) -> tuple[int, str]:
-    from pipelines import cli
-
-    monkeypatch.delenv("FACETLAKE_DEBUG", raising=False)
-    monkeypatch.setattr(sys, "argv", ["facetlake", *argv])
-    with pytest.raises(SystemExit) as exc:
-        cli.main()
-    return exc.value.code, capsys.readouterr().err
 
 
 def _yaml(tmp_path: Path, name: str, data: Path, outs: Path) -> Path:
@@ -136,7 +128,7 @@ def test_cli_run_warns_on_unknown_ids_and_refuses_when_none_match(tmp_path, monk
 
     data, outs = _files(tmp_path, ["1", "2", "3", "4", "5", "typo-6"])
     lake = tmp_path / "lake"
-    code, err = _run_main(monkeypatch, capsys, ["run", str(_yaml(tmp_path, "ids-cli", data, outs)), "--lake", str(lake)])
+    code, err = run_main(monkeypatch, capsys, ["run", str(_yaml(tmp_path, "ids-cli", data, outs)), "--lake", str(lake)])
     flat = " ".join(err.split())
     assert code == 0, err
     assert (f"warning: model m: precomputed outputs file {outs}: 5 of the dataset's 6 samples have an output; 1 of its 6 "
@@ -150,7 +142,7 @@ def test_cli_run_warns_on_unknown_ids_and_refuses_when_none_match(tmp_path, monk
     (tmp_path / "other").mkdir()
     _, other_outs = _files(tmp_path / "other", ["a", "b"])  # another dataset's file
     runs_before = instance.get_runs_count()
-    code, err = _run_main(monkeypatch, capsys, ["run", str(_yaml(tmp_path, "ids-cli-none", data, other_outs)), "--lake", str(lake)])
+    code, err = run_main(monkeypatch, capsys, ["run", str(_yaml(tmp_path, "ids-cli-none", data, other_outs)), "--lake", str(lake)])
     flat = " ".join(err.split())
     assert code == 1
     assert flat.startswith(f"error: model m: precomputed outputs file {other_outs}: none of its 2 sample ids is in the dataset")

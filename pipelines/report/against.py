@@ -31,6 +31,9 @@ def point_of(lake: LakeStore, against: str) -> AsOf:
     return resolve_as_of(lake, tables, [text])
 
 
+_SCORE_SCHEMA = {"model": pl.String, "metric": pl.String, "sample_id": pl.String, "value": pl.Float64}
+
+
 def _scores(lake: LakeStore, fingerprint: str, version: int | None) -> pl.DataFrame:
     frame = lake.read("scores", where={"fingerprint": fingerprint}, version=version)
     return frame.filter((pl.col("status") == "scored") & pl.col("value").is_not_null()).select("model", "metric", "sample_id", "value")
@@ -55,28 +58,25 @@ def verdict_against(lake: LakeStore, evaluation: str, point: AsOf) -> tuple[pl.D
     if then.height == 0:
         raise CatalogError(f"{name}@{then_fp[:12]} had no comparisons at that point ({point.described}); pick a later run or moment")
     now = lake.read("comparisons", where={"fingerprint": now_row["fingerprint"], "kind": "model_metric"})
-    old_scores = _scores(lake, then_fp, versions.get("scores")) if "scores" in versions else pl.DataFrame()
-    new_scores = _scores(lake, now_row["fingerprint"], None)
-    rows = []
-    keys = sorted({(r["metric"], r["model"]) for r in then.iter_rows(named=True)} | {(r["metric"], r["model"]) for r in now.iter_rows(named=True)})
-    old_mean = {(r["metric"], r["model"]): r["mean"] for r in then.iter_rows(named=True)}
-    new_mean = {(r["metric"], r["model"]): r["mean"] for r in now.iter_rows(named=True)}
-    for metric, model in keys:
-        a, b = old_mean.get((metric, model)), new_mean.get((metric, model))
-        changed = added = removed = 0
-        if old_scores.height and new_scores.height:
-            o = old_scores.filter((pl.col("metric") == metric) & (pl.col("model") == model)).select("sample_id", pl.col("value").alias("old"))
-            n = new_scores.filter((pl.col("metric") == metric) & (pl.col("model") == model)).select("sample_id", pl.col("value").alias("new"))
-            both = o.join(n, on="sample_id", how="full", coalesce=True)
-            added = both.filter(pl.col("old").is_null() & pl.col("new").is_not_null()).height
-            removed = both.filter(pl.col("new").is_null() & pl.col("old").is_not_null()).height
-            changed = both.filter(pl.col("old").is_not_null() & pl.col("new").is_not_null() & ((pl.col("old") - pl.col("new")).abs() > 1e-12)).height
-        rows.append({"metric": metric, "model": model, "then": a, "now": b,
-                     "difference": None if a is None or b is None else b - a,
-                     "samples changed": changed, "samples added": added, "samples removed": removed})
-    frame = pl.DataFrame(rows, schema={"metric": pl.String, "model": pl.String, "then": pl.Float64, "now": pl.Float64,
-                                       "difference": pl.Float64, "samples changed": pl.Int64, "samples added": pl.Int64,
-                                       "samples removed": pl.Int64})
+    key = ["metric", "model"]
+    means = (then.select(*key, pl.col("mean").alias("then"))
+             .join(now.select(*key, pl.col("mean").alias("now")), on=key, how="full", coalesce=True))
+    # per-sample scores then and now, joined once: a sample's score changed, appeared or disappeared
+    old = (_scores(lake, then_fp, versions["scores"]) if "scores" in versions else pl.DataFrame(schema=_SCORE_SCHEMA)).rename({"value": "old"})
+    new = _scores(lake, now_row["fingerprint"], None).rename({"value": "new"})
+    counts = (old.join(new, on=[*key, "sample_id"], how="full", coalesce=True)
+              .group_by(key).agg(
+                  (pl.col("old").is_not_null() & pl.col("new").is_not_null() & ((pl.col("old") - pl.col("new")).abs() > 1e-12))
+                  .sum().alias("samples changed"),
+                  (pl.col("old").is_null() & pl.col("new").is_not_null()).sum().alias("samples added"),
+                  (pl.col("new").is_null() & pl.col("old").is_not_null()).sum().alias("samples removed")))
+    if old.height == 0 or new.height == 0:  # one side without stored scores: nothing to count per sample
+        counts = counts.with_columns(pl.lit(0).alias(c) for c in ("samples changed", "samples added", "samples removed"))
+    frame = (means.join(counts, on=key, how="left")
+             .with_columns((pl.col("now") - pl.col("then")).alias("difference"),
+                           *(pl.col(c).fill_null(0).cast(pl.Int64) for c in ("samples changed", "samples added", "samples removed")))
+             .select(*key, "then", "now", "difference", "samples changed", "samples added", "samples removed")
+             .sort(key))
     return frame, {"then": f"{name}@{then_fp[:12]}", "now": f"{name}@{now_row['fingerprint'][:12]}"}
 
 

@@ -10,7 +10,6 @@ ids in both whose stored fields differ are *changed*, with the fields named
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -55,11 +54,15 @@ def fingerprint_history(lake: LakeStore, name: str) -> list[dict[str, Any]]:
     return frame.sort("registered_at").to_dicts() if frame.height else []
 
 
-def _samples(lake: LakeStore, fingerprint: str) -> dict[str, dict[str, Any]]:
-    frame = lake.read("samples", where={"fingerprint": fingerprint})
-    if frame.height == 0:
-        raise CatalogError(f"no samples stored for fingerprint {fingerprint[:12]}; materialise its samples first (`facetlake run SPEC.yaml`)")
-    return {r["sample_id"]: r for r in frame.sort("position").iter_rows(named=True)}
+def stored_samples(lake: LakeStore, fingerprint: str) -> dict[str, Any]:
+    """``{sample id: Sample}`` of a fingerprint, in dataset order (the lake's decoded samples,
+    :func:`resources.lake.sample_codec.load_stored_samples`); :class:`CatalogError` when none are stored."""
+    from resources.lake.sample_codec import SamplesMissingError, load_stored_samples
+
+    try:
+        return {s.sample_id: s for s in load_stored_samples(lake, fingerprint)}
+    except SamplesMissingError as exc:
+        raise CatalogError(f"{exc} (`facetlake run SPEC.yaml`)") from None
 
 
 def sample_diff(lake: LakeStore, evaluation: str, older: str | None = None, newer: str | None = None) -> SampleDiff:
@@ -68,7 +71,7 @@ def sample_diff(lake: LakeStore, evaluation: str, older: str | None = None, newe
 
     ``newer`` defaults to the evaluation's current fingerprint (or the one ``evaluation``
     names), ``older`` to the fingerprint registered before ``newer``. Both may be
-    fingerprints (a unique prefix), ``name@fp12`` keys, or ``-N`` (N fingerprints before the
+    fingerprints (a unique prefix), ``name@fp12`` keys, or ``~N`` (N fingerprints before the
     current one). Raises :class:`CatalogError` when the evaluation has a single fingerprint
     and no ``older`` is given, or a reference names nothing."""
     base = evaluation_row(lake, evaluation)
@@ -96,32 +99,21 @@ def sample_diff(lake: LakeStore, evaluation: str, older: str | None = None, newe
     new_fp = resolve(newer, base["fingerprint"])
     position = fps.index(new_fp) if new_fp in fps else len(fps)
     old_fp = resolve(older, fps[position - 1] if position > 0 else None)
-    old, new = _samples(lake, old_fp), _samples(lake, new_fp)
+    old, new = stored_samples(lake, old_fp), stored_samples(lake, new_fp)
     key = lambda fp: f"{name}@{fp[:12]}"  # noqa: E731
     return compare_samples(old, new, key(old_fp), key(new_fp))
 
 
-def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The compared fields of a stored ``samples`` row (JSON columns parsed)."""
-    out = {f: _norm(row.get(f)) for f in SAMPLE_FIELDS}
-    for f in ("metadata", "ratings"):
-        if isinstance(out[f], str):
-            try:
-                out[f] = json.loads(out[f]) or None
-            except ValueError:
-                pass
-    return out
-
-
 def sample_fields(sample: Any) -> dict[str, Any]:
-    """The compared fields of a :class:`metric_ops.base.Sample` (as :func:`row_fields` reads a stored row)."""
+    """The compared fields of a :class:`metric_ops.base.Sample` (empty text and mappings as
+    None; a missing rating, NaN once decoded, as None so two missing ratings are equal)."""
+    ratings = {k: (None if v != v else v) for k, v in dict(sample.ratings).items()}
     return {"input": _norm(sample.input), "references": _norm(list(sample.references)), "context": _norm(list(sample.context)),
-            "metadata": dict(sample.metadata) or None, "ratings": dict(sample.ratings) or None}
+            "metadata": dict(sample.metadata) or None, "ratings": ratings or None}
 
 
 def compare_samples(old: Mapping[str, Any], new: Mapping[str, Any], older: str, newer: str) -> SampleDiff:
-    """:class:`SampleDiff` of two ``{sample id: stored row or Sample}`` mappings (new's order)."""
-    fields_of = lambda v: row_fields(v) if isinstance(v, Mapping) else sample_fields(v)  # noqa: E731
+    """:class:`SampleDiff` of two ``{sample id: Sample}`` mappings (new's order)."""
     added = tuple(s for s in new if s not in old)
     removed = tuple(s for s in old if s not in new)
     changed: dict[str, tuple[str, ...]] = {}
@@ -129,7 +121,7 @@ def compare_samples(old: Mapping[str, Any], new: Mapping[str, Any], older: str, 
     for sid, row in new.items():
         if sid not in old:
             continue
-        a, b = fields_of(old[sid]), fields_of(row)
+        a, b = sample_fields(old[sid]), sample_fields(row)
         fields = tuple(f for f in SAMPLE_FIELDS if a[f] != b[f])
         if fields:
             changed[sid] = fields
@@ -146,4 +138,4 @@ def _norm(value: Any) -> Any:
     return value if value not in ("", None) else None
 
 
-__all__ = ["SAMPLE_FIELDS", "SampleDiff", "compare_samples", "fingerprint_history", "row_fields", "sample_diff", "sample_fields"]
+__all__ = ["SAMPLE_FIELDS", "SampleDiff", "compare_samples", "fingerprint_history", "sample_diff", "sample_fields", "stored_samples"]

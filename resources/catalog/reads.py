@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 import polars as pl
 
 from metric_ops.errors import FacetlakeError
-from resources.catalog.spec import EvaluationSpec, canonical_json
+from resources.catalog.spec import PIN_KEYS, EvaluationSpec, canonical_json
 from resources.lake.resource import LakeStore
 
 
@@ -58,7 +58,7 @@ def dataset_source(dataset: Mapping[str, Any]) -> str:
     the dataset config without the settings that only select or map its content
     (``limit``, ``mapping``, ``encoding``, ``sha256``). Content changes keep the source;
     another file or kind is another source."""
-    keep = {k: v for k, v in dataset.items() if k not in ("limit", "mapping", "encoding", "sha256", "pin")}
+    keep = {k: v for k, v in dataset.items() if k not in ("limit", "mapping", "encoding", *PIN_KEYS)}
     if keep.get("kind") == "lm_eval":  # an lm-eval task: each run or import writes another results file
         keep = {"kind": "lm_eval", "task": keep.get("task")}
     if keep.get("path"):

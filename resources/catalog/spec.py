@@ -271,7 +271,7 @@ class EvaluationSpec:
 
     def make_dataset(self) -> Dataset:
         """The configured dataset object (``sha256``, a content pin, is the catalog's concern)."""
-        return make_dataset({k: v for k, v in self.dataset.items() if k not in ("sha256", "pin")})
+        return make_dataset({k: v for k, v in self.dataset.items() if k not in PIN_KEYS})
 
     def fingerprint_inputs(self, dataset_hash: str) -> dict[str, Any]:
         """Everything that defines this evaluation besides the model (DESIGN.md)."""
@@ -336,9 +336,17 @@ def _checked_gate(value: Any, where: str) -> dict[str, dict[str, float]]:
         raise SpecError(str(exc)) from None
 
 
+#: dataset keys that pin its content (``sha256``: the older name of ``pin``); the loader and source never see them
+PIN_KEYS = ("pin", "sha256")
+
+
+def dataset_pin(dataset: Mapping[str, Any]) -> str | None:
+    """A ``dataset`` mapping's content pin (``pin``: SHA-256 hex or ``current``; else ``sha256``); None when unpinned."""
+    value = dataset.get("pin", dataset.get("sha256"))
+    return None if value in (None, "") else str(value).strip()
+
+
 MAX_TRIALS = 1000
-
-
 TRIAL_REPEATS = ("both", "generation", "judging")
 
 

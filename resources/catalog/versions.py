@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import polars as pl
 
 from resources.catalog.reads import evaluation_row
+from resources.catalog.spec import dataset_pin
 from resources.lake.resource import LakeStore
 
 
@@ -52,15 +53,17 @@ def rests_on(row: Mapping[str, Any], samples_version: int | None = None) -> dict
         "template_sha256": _sha(templates) if templates else None,
         "generation": dict(spec.get("generation") or {}),
         "metric_versions": metric_versions(spec.get("metrics")),
-        "pin": dataset.get("pin", dataset.get("sha256")),
+        "pin": dataset_pin(dataset),
     }
 
 
-def samples_versions(lake: LakeStore) -> dict[str, int]:
-    """fingerprint -> the ``samples`` table version its samples were written at (``runs``)."""
+def samples_versions(lake: LakeStore, fingerprint: str | None = None) -> dict[str, int]:
+    """fingerprint -> the ``samples`` table version its samples were last written at (``runs``);
+    only ``fingerprint``'s entry when given (one evaluation's verdict reads only its own)."""
     if not lake.exists("runs"):
         return {}
-    runs = lake.read("runs", where={"asset": "samples"}).filter(pl.col("table_version").is_not_null() & (pl.col("rows") > 0))
+    where = {"asset": "samples", **({"fingerprint": fingerprint} if fingerprint else {})}
+    runs = lake.read("runs", where=where).filter(pl.col("table_version").is_not_null() & (pl.col("rows") > 0))
     out: dict[str, int] = {}
     for r in runs.sort("finished_at").iter_rows(named=True):
         out[r["fingerprint"]] = int(r["table_version"])  # the last write of that fingerprint's samples

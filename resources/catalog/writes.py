@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import polars as pl
 
-from resources.catalog.spec import EVALUATION_NAME, ResolvedEvaluation, SpecError, canonical_json, refuse_spec_secrets
+from resources.catalog.spec import EVALUATION_NAME, PIN_KEYS, ResolvedEvaluation, SpecError, canonical_json, dataset_pin, refuse_spec_secrets
 from resources.lake.resource import LakeStore
 from resources.catalog.reads import (
     CatalogCollisionError,
@@ -74,22 +74,15 @@ class PinnedDatasetChanged(SpecError):
         self.pinned, self.found, self.diff = pinned, found, diff
 
 
-def dataset_pin(spec: Any) -> str | None:
-    """The content pin of a spec's dataset: ``pin`` (a SHA-256 hex or ``current``), else the
-    older name ``sha256``; None when unpinned."""
-    value = spec.dataset.get("pin", spec.dataset.get("sha256"))
-    return None if value in (None, "") else str(value).strip()
-
-
 def check_pin(lake: LakeStore, resolved: ResolvedEvaluation, frame: pl.DataFrame) -> None:
     """Refuse to register a pinned evaluation whose source changed (:class:`PinnedDatasetChanged`,
     saying what changed: "pinned at H; the source changed (H2): N added, M removed, K changed
     samples"). ``pin: current`` pins the content of the evaluation's current fingerprint (the
     content being registered when it has none yet)."""
-    from resources.catalog.diff import compare_samples
+    from resources.catalog.diff import compare_samples, stored_samples
 
     spec = resolved.spec
-    pin = dataset_pin(spec)
+    pin = dataset_pin(spec.dataset)
     if pin is None:
         return
     mine = frame.filter(pl.col("name") == spec.name) if frame.height else frame
@@ -100,11 +93,13 @@ def check_pin(lake: LakeStore, resolved: ResolvedEvaluation, frame: pl.DataFrame
         return
     holders = mine.filter(pl.col("dataset_hash") == pin).sort("registered_at") if mine.height else mine
     diff = None
-    if holders.height and lake.exists("samples"):
+    if holders.height:
         fp = holders["fingerprint"][-1]
-        stored = lake.read("samples", where={"fingerprint": fp})
-        if stored.height:
-            old = {r["sample_id"]: r for r in stored.sort("position").iter_rows(named=True)}
+        try:
+            old = stored_samples(lake, fp)
+        except CatalogError:  # the pinned fingerprint's samples were never materialised here
+            old = None
+        if old is not None:
             diff = compare_samples(old, {s.sample_id: s for s in resolved.samples}, f"{spec.name}@{fp[:12]}", "source now")
     change = diff.summary() if diff is not None else "the pinned samples are not stored here to compare"
     raise PinnedDatasetChanged(
@@ -354,7 +349,7 @@ def set_pin(lake: LakeStore, name: str, pin: bool = True) -> str | None:
         raise CatalogError(f"no evaluation named {name!r}; evaluations: {_listing(frame)}")
     row = current.row(0, named=True)
     spec = json.loads(row["spec"])
-    dataset = {k: v for k, v in (spec.get("dataset") or {}).items() if k not in ("pin", "sha256")}
+    dataset = {k: v for k, v in (spec.get("dataset") or {}).items() if k not in PIN_KEYS}
     value = row["dataset_hash"] if pin else None
     if value:
         dataset["pin"] = value

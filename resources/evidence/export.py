@@ -151,7 +151,7 @@ def export_evidence(
     # the Delta versions this export reads (issue 31): verify --lake re-reads them from the lake's history
     from resources.catalog.versions import samples_versions
 
-    versions = {"dataset_content_sha256": ev["dataset_hash"], "samples_version": samples_versions(lake).get(fp),
+    versions = {"dataset_content_sha256": ev["dataset_hash"], "samples_version": samples_versions(lake, fp).get(fp),
                 "tables": {t: lake.version(t) for t in VERSIONED_TABLES if lake.exists(t)}}
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []

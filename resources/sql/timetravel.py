@@ -66,23 +66,23 @@ def commit_times(lake: Any, table: str) -> list[tuple[int, dt.datetime]]:
     return sorted(out)
 
 
+def _newest_by(commits: Sequence[tuple[int, dt.datetime]], moment: dt.datetime) -> int | None:
+    return max((version for version, when in commits if when <= moment), default=None)
+
+
 def version_at(lake: Any, table: str, moment: dt.datetime) -> int | None:
     """The newest version of ``table`` committed at or before ``moment`` (None: the table
     did not exist yet)."""
-    best = None
-    for version, when in commit_times(lake, table):
-        if when <= moment:
-            best = version if best is None else max(best, version)
-    return best
+    return _newest_by(commit_times(lake, table), moment)
 
 
-def _as_of_moment(lake: Any, tables: Sequence[str], moment: dt.datetime, pinned: Mapping[str, int]) -> AsOf:
+def _as_of_moment(logs: Mapping[str, Sequence[tuple[int, dt.datetime]]], moment: dt.datetime, pinned: Mapping[str, int]) -> AsOf:
     versions, absent = {}, []
-    for table in tables:
+    for table, commits in logs.items():
         if table in pinned:
             versions[table] = pinned[table]
             continue
-        v = version_at(lake, table, moment)
+        v = _newest_by(commits, moment)
         if v is None:
             absent.append(table)
         else:
@@ -102,6 +102,7 @@ def resolve_as_of(lake: Any, tables: Sequence[str], as_of: Sequence[str] = (), r
     as_of = [a for a in (as_of or []) if a and a.strip()]
     if not as_of and not run:
         return None
+    logs = {t: commit_times(lake, t) for t in tables}  # each table's Delta log read once
     pinned: dict[str, int] = {}
     moment: dt.datetime | None = None
     for item in as_of:
@@ -115,7 +116,7 @@ def resolve_as_of(lake: Any, tables: Sequence[str], as_of: Sequence[str] = (), r
                 version = int(raw)
             except ValueError:
                 raise AsOfError(f"--as-of {text!r}: {raw!r} is not a version number, e.g. {table}=3") from None
-            commits = dict(commit_times(lake, table))
+            commits = dict(logs[table])
             if version not in commits:
                 raise AsOfError(f"--as-of {text!r}: {table} has versions {min(commits)} to {max(commits)}"
                                 + (" (older ones were vacuumed)" if min(commits) > 0 else ""))
@@ -149,10 +150,10 @@ def resolve_as_of(lake: Any, tables: Sequence[str], as_of: Sequence[str] = (), r
             moment = end if moment is None else min(moment, end)
     if moment is None:  # only pinned tables without a commit time (cannot happen with a log); read the rest now
         moment = dt.datetime.now(dt.timezone.utc)
-    first = min((c[0][1] for c in (commit_times(lake, t) for t in tables) if c), default=None)
+    first = min((c[0][1] for c in logs.values() if c), default=None)
     if first is not None and moment < first and not pinned:
         raise AsOfError(f"--as-of {moment.isoformat()}: before the lake's first commit ({first.isoformat()}); nothing to read")
-    return _as_of_moment(lake, tables, moment, pinned)
+    return _as_of_moment(logs, moment, pinned)
 
 
 __all__ = ["AsOf", "AsOfError", "commit_times", "parse_moment", "resolve_as_of", "version_at"]
