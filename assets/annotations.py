@@ -8,6 +8,7 @@ annotation's value with ``metric_params: {METRIC: {use_annotation: NAME}}``.
 import dagster as dg
 import polars as pl
 
+from assets.declare import delta_asset, table_metadata
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from assets.partitions import pair_partitions
 from resources.prompting.annotators import make_annotators, run_annotators
@@ -16,33 +17,23 @@ from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.backends.planning import latest_rows
 from resources.lake.resource import LakeStore
 
-ANNOTATIONS_COLUMNS = [
-    ("model", "model partition key"),
-    ("fingerprint", "configuration fingerprint"),
-    ("sample_id", "sample id"),
-    ("annotator", "annotator name"),
-    ("kind", "regex / strip_reasoning / model"),
-    ("value", "extracted value (null when nothing was extracted)"),
-    ("matched", "whether the annotator found what it looks for"),
-    ("span", "raw text span the value came from"),
-    ("span_start", "span start offset in the annotated text"),
-    ("span_end", "span end offset in the annotated text"),
-    ("error", "why no value could be extracted"),
-    ("signature", "annotator kind, version and settings"),
-]
+ANNOTATIONS_COLUMNS = {
+    "model": "model partition key",
+    "fingerprint": "configuration fingerprint",
+    "sample_id": "sample id",
+    "annotator": "annotator name",
+    "kind": "regex / strip_reasoning / model",
+    "value": "extracted value (null when nothing was extracted)",
+    "matched": "whether the annotator found what it looks for",
+    "span": "raw text span the value came from",
+    "span_start": "span start offset in the annotated text",
+    "span_end": "span end offset in the annotated text",
+    "error": "why no value could be extracted",
+    "signature": "annotator kind, version and settings",
+}
 
 
-@dg.asset(
-    partitions_def=pair_partitions,
-    deps=["generations"],
-    group_name="evaluation",
-    kinds={"delta"},
-    pool="delta_annotations",
-    metadata={
-        "delta_table": "annotations",
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in ANNOTATIONS_COLUMNS]),
-    },
-)
+@delta_asset("annotations", partitions_def=pair_partitions, deps=["generations"], columns=ANNOTATIONS_COLUMNS)
 def annotations(context: dg.AssetExecutionContext, lake: LakeStore, backends: ModelBackends) -> dg.MaterializeResult:
     """Extracted answers per sample x annotator (value, matched, raw span), partitioned by model x fingerprint."""
     started = utcnow()
@@ -82,7 +73,7 @@ def annotations(context: dg.AssetExecutionContext, lake: LakeStore, backends: Mo
         if rows else pl.DataFrame()
     )
     return dg.MaterializeResult(
-        metadata={"fingerprint": fingerprint, "model": model, "dagster/row_count": len(rows), "delta_version": version,
+        metadata={"fingerprint": fingerprint, "model": model, **table_metadata(lake, "annotations", len(rows), version),
                   "annotators": ", ".join(a.name for a in annotators) or "none",
                   "per_annotator": dg.MetadataValue.md(markdown_table(per))}
     )

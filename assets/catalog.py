@@ -5,9 +5,6 @@
   scheduler and inbox sensors): external assets whose materialisations are reported
   with the rows and Delta version written (:func:`report_catalog`). ``samples`` and
   ``generations`` depend on them: lineage shows which registration a run read.
-- ``token_logprobs`` (live backends with log-probabilities) and ``lm_eval_responses``
-  (lm-eval models) are written by ``generations``, which reports their materialisations
-  for the same pair partition.
 
 The rest is internal state, listed with the reason in :data:`INTERNAL_TABLES` (the
 Definitions test checks that every Delta table is one or the other).
@@ -19,7 +16,8 @@ from typing import Any
 
 import dagster as dg
 
-from assets.partitions import pair_partitions
+from assets.declare import delta_spec, table_metadata
+from resources.lake.schemas import SCHEMAS
 
 CATALOG_TABLES = {
     "evaluations": "Registered evaluations: one row per (name, fingerprint), current or history, with the spec and schedule.",
@@ -28,52 +26,7 @@ CATALOG_TABLES = {
     "evaluation_metrics": "Metrics added to an evaluation with `facetlake score` (and their parameters); re-runs keep them.",
 }
 
-CATALOG_SPECS = [
-    dg.AssetSpec(table, description=text, group_name="catalog", kinds={"delta"}, metadata={"delta_table": table})
-    for table, text in CATALOG_TABLES.items()
-]
-
-# tables the generations step writes beside its own, reported for the same pair partition
-PAIR_SIDE_DESCRIPTIONS = {
-    "token_logprobs": "Per generated token: text, log-probability, character span, top alternatives (written by generations).",
-    "lm_eval_responses": "lm-eval's raw and filtered responses, filter, log-likelihoods per doc (written by generations for lm-eval models).",
-}
-PAIR_SIDE_TABLES = tuple(PAIR_SIDE_DESCRIPTIONS)
-PAIR_SIDE_SPECS = [
-    dg.AssetSpec(table, description=text, deps=["generations"], partitions_def=pair_partitions, group_name="evaluation",
-                 kinds={"delta"}, metadata={"delta_table": table})
-    for table, text in PAIR_SIDE_DESCRIPTIONS.items()
-]
-
-SPECS = [
-    dg.AssetSpec(table, description=text, group_name="catalog", kinds={"delta"}, metadata={"delta_table": table})
-    for table, text in CATALOG_TABLES.items()
-]
-
-TOKEN_LOGPROBS_SPEC = dg.AssetSpec(
-    "token_logprobs",
-    description="Per generated token: text, log-probability, character span, top alternatives (written by generations).",
-    deps=["generations"],
-    partitions_def=pair_partitions,
-    group_name="evaluation",
-    kinds={"delta"},
-    metadata={"delta_table": "token_logprobs"},
-)
-
-LM_EVAL_RESPONSES_SPEC = dg.AssetSpec(
-    "lm_eval_responses",
-    description="lm-eval's raw and filtered responses, filter, log-likelihoods per doc (written by generations for lm-eval models).",
-    deps=["generations"],
-    partitions_def=pair_partitions,
-    group_name="evaluation",
-    kinds={"delta"},
-    metadata={"delta_table": "lm_eval_responses"},
-)
-
-# tables the generations step writes beside its own, reported for the same pair partition
-PAIR_SIDE_TABLES = ("token_logprobs", "lm_eval_responses")
-
-SPECS = [*CATALOG_SPECS, *PAIR_SIDE_SPECS]
+SPECS = [delta_spec(table, description=text, group_name="catalog") for table, text in CATALOG_TABLES.items()]
 
 # Delta tables that are not assets, and why (docs/recurring.md repeats this)
 INTERNAL_TABLES = {
@@ -101,7 +54,6 @@ def report_catalog(instance: dg.DagsterInstance, lake: Any, tables: tuple[str, .
         instance.report_runless_asset_event(
             dg.AssetMaterialization(
                 asset_key=table,
-                metadata={"dagster/row_count": lake.read(table).height, "delta_version": lake.version(table),
-                          "delta_table": dg.MetadataValue.path(lake.uri(table))},
+                metadata=table_metadata(lake, table, lake.read(table, columns=[SCHEMAS[table].names[0]]).height),
             )
         )

@@ -20,6 +20,7 @@ from typing import Any, Collection
 import dagster as dg
 import polars as pl
 
+from assets.declare import delta_asset, table_metadata
 from assets.analysis_common import (
     metric_input_keys,
     pinned_versions,
@@ -408,18 +409,16 @@ def regression_check(
     )
 
 
-@dg.asset(
+@delta_asset(
+    "comparisons",
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE), dg.AssetDep("generations", partition_mapping=EVALUATION_EDGE)],
-    group_name="evaluation",
-    kinds={"delta", "scipy"},
-    pool="delta_comparisons",
+    kinds={"polars", "scipy"},
     # partitioned like the asset: each evaluation's alert stands on its own in the UI
     check_specs=[dg.AssetCheckSpec(CHECK_REGRESSION, asset="comparisons", partitions_def=evaluation_partitions,
                                    description="the release gate: no model significantly worse than the evaluation's configured baseline "
                                                "(Holm-corrected paired test) and no `gate:` rule of its spec breached "
                                                "(the rule of `facetlake compare --fail-on-regression`)")],
-    metadata={"delta_table": "comparisons"},
 )
 def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, lake: LakeStore):
     """N-model comparison per fingerprint: per-metric mean/median/95% CI and winner, pairwise paired tests (Holm), sample changes, trade-off."""
@@ -441,7 +440,7 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
             "fingerprint": fingerprint,
             "dataset": dataset,
             "baseline": baseline or "none",
-            "dagster/row_count": len(rows),
+            **table_metadata(lake, "comparisons", len(rows), version),
             "rows_written": len(update.written),
             "recomputed": ", ".join(update.recomputed) or "none (no score changed)",
             **{f"n_{k}": v for k, v in kinds.items()},
@@ -451,7 +450,6 @@ def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, la
                                          + (", ".join(w for w, _ in winners) or "n/a, one model") + ")\n\n" + chart),
             "reads": dg.MetadataValue.json(reads),
             **{f"{t}_version_read": v for t, v in reads["table_versions"].items() if v is not None},
-            "delta_version": version,
         }
     )
     yield regression_check(rows, baseline, fingerprint, GateRules.from_mapping(reads.get("gate")),

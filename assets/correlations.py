@@ -24,6 +24,7 @@ from typing import Any, Collection
 import dagster as dg
 import polars as pl
 
+from assets.declare import delta_asset, table_metadata
 from assets.analysis_common import metric_input_keys, pinned_versions, plan_recompute, previous_metric_keys, read_pinned, reads_record
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from metric_ops.compare import corpus_metrics, detail_json, legacy_corpus_metrics
@@ -139,13 +140,11 @@ def _shade(value: float | None) -> str:
     return " ░▒▓█"[min(4, int(abs(value) * 5))] + ("-" if value < 0 else "+")
 
 
-@dg.asset(
+@delta_asset(
+    "correlations",
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
-    group_name="evaluation",
-    kinds={"delta", "scipy"},
-    pool="delta_correlations",
-    metadata={"delta_table": "correlations"},
+    kinds={"polars", "scipy"},
 )
 def correlations(context: dg.AssetExecutionContext, config: CorrelationsConfig, lake: LakeStore) -> dg.MaterializeResult:
     """Meta-evaluation per fingerprint and model: Pearson/Spearman/Kendall between metrics and with human ratings; divergent pairs flagged."""
@@ -176,7 +175,7 @@ def correlations(context: dg.AssetExecutionContext, config: CorrelationsConfig, 
         metadata={
             "fingerprint": fingerprint,
             "dataset": dataset,
-            "dagster/row_count": len(rows),
+            **table_metadata(lake, "correlations", len(rows), version),
             "rows_recomputed": len(fresh),
             "recomputed": ", ".join(provenance["recomputed"]) or "none (no score changed)",
             "corpus_level_not_correlated": ", ".join(reads["corpus_level_not_correlated"]) or "none",
@@ -189,6 +188,5 @@ def correlations(context: dg.AssetExecutionContext, config: CorrelationsConfig, 
             "chart": dg.MetadataValue.md("Spearman rho, metric vs human rating\n\n```\n" + chart + "\n```"),
             "reads": dg.MetadataValue.json(reads),
             **{f"{t}_version_read": v for t, v in reads["table_versions"].items() if v is not None},
-            "delta_version": version,
         }
     )

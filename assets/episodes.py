@@ -25,6 +25,7 @@ import dagster as dg
 import polars as pl
 from tqdm.auto import tqdm
 
+from assets.declare import delta_asset, table_metadata
 from assets.common import evaluation_fingerprint, load_samples, markdown_table, partition_parts, record_run
 from assets.freshness import scores_marker
 from metric_ops.agents.oracles import PASS_SCORES
@@ -38,25 +39,25 @@ from resources.lake.resource import LakeStore
 from resources.privacy.outbound import refuse_if_offline
 from assets.outbound_scope import outbound_scope
 
-EPISODES_COLUMNS = [
-    ("model", "model (agent) partition key"),
-    ("fingerprint", "configuration fingerprint (the task set)"),
-    ("task_id", "task id (= the sample id of the task)"),
-    ("trial", "trial number of this task (0-based)"),
-    ("episode_id", "<task_id>#<trial>: the sample_id of this episode's score rows"),
-    ("messages", "the full trajectory, OpenAI chat messages as JSON"),
-    ("tool_calls", "every tool call: name, arguments, id, message index, result, failed (JSON)"),
-    ("final_answer", "the last thing the agent told the user"),
-    ("n_turns", "assistant messages"),
-    ("n_tool_calls", "tool calls made"),
-    ("reward", "the environment's recorded reward (null when none)"),
-    ("reward_info", "the environment's reward breakdown (JSON)"),
-    ("status", "ok / error"),
-    ("tokens_in", "prompt tokens over the episode, where recorded"),
-    ("tokens_out", "generated tokens over the episode, where recorded"),
-    ("cost", "the agent's cost, where recorded"),
-    ("user_cost", "the simulated user's cost, where recorded (τ-bench)"),
-]
+EPISODES_COLUMNS = {
+    "model": "model (agent) partition key",
+    "fingerprint": "configuration fingerprint (the task set)",
+    "task_id": "task id (= the sample id of the task)",
+    "trial": "trial number of this task (0-based)",
+    "episode_id": "<task_id>#<trial>: the sample_id of this episode's score rows",
+    "messages": "the full trajectory, OpenAI chat messages as JSON",
+    "tool_calls": "every tool call: name, arguments, id, message index, result, failed (JSON)",
+    "final_answer": "the last thing the agent told the user",
+    "n_turns": "assistant messages",
+    "n_tool_calls": "tool calls made",
+    "reward": "the environment's recorded reward (null when none)",
+    "reward_info": "the environment's reward breakdown (JSON)",
+    "status": "ok / error",
+    "tokens_in": "prompt tokens over the episode, where recorded",
+    "tokens_out": "generated tokens over the episode, where recorded",
+    "cost": "the agent's cost, where recorded",
+    "user_cost": "the simulated user's cost, where recorded (τ-bench)",
+}
 CHECK_UNIQUE = "check_episodes_unique_trials"
 CHECK_KNOWN = "check_episodes_known_tasks"
 
@@ -104,20 +105,15 @@ def _live_episodes(context, spec, samples, backend, backends, model: str, finger
     return rows
 
 
-@dg.asset(
+@delta_asset(
+    "episodes",
     partitions_def=pair_partitions,
     deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"],
-    group_name="evaluation",
-    kinds={"delta"},
-    pool="delta_episodes",
+    columns=EPISODES_COLUMNS,
     check_specs=[
         dg.AssetCheckSpec(CHECK_UNIQUE, asset="episodes", partitions_def=pair_partitions, description="one episode per (task, trial)"),
         dg.AssetCheckSpec(CHECK_KNOWN, asset="episodes", partitions_def=pair_partitions, description="every episode belongs to a task of the evaluation and ran without error"),
     ],
-    metadata={
-        "delta_table": "episodes",
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in EPISODES_COLUMNS]),
-    },
 )
 @outbound_scope  # anonymiser + outbound ledger when the agent is an API model
 def episodes(context: dg.AssetExecutionContext, config: EpisodesConfig, lake: LakeStore, backends: ModelBackends) -> dg.MaterializeResult:
@@ -168,7 +164,7 @@ def episodes(context: dg.AssetExecutionContext, config: EpisodesConfig, lake: La
     bad = [{"episode": r["episode_id"], "error": r["error"]} for r in rows if r["status"] == "error"]
     return dg.MaterializeResult(
         metadata={
-            "fingerprint": fingerprint, "model": model, "delta_version": version, "dagster/row_count": len(rows),
+            "fingerprint": fingerprint, "model": model, **table_metadata(lake, "episodes", len(rows), version),
             "n_tasks": len(per_task), "n_error": n_err,
             "trials_per_task": dg.MetadataValue.json({str(k): v for k, v in Counter(per_task.values()).items()}),
             "mean_reward": float(frame["reward"].mean()) if rows and frame["reward"].null_count() < frame.height else 0.0,
@@ -332,13 +328,11 @@ def _wrong_action_rows(scores: pl.DataFrame, episodes: pl.DataFrame, fingerprint
     return rows
 
 
-@dg.asset(
+@delta_asset(
+    "episode_summary",
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE), dg.AssetDep("episodes", partition_mapping=EVALUATION_EDGE)],
-    group_name="evaluation",
-    kinds={"delta"},
-    pool="delta_episode_summary",
-    metadata={"delta_table": "episode_summary"},
+    kinds={"polars"},
 )
 def episode_summary(context: dg.AssetExecutionContext, config: EpisodeSummaryConfig, lake: LakeStore) -> dg.MaterializeResult:
     """Corpus-level agent results per fingerprint: pass@k and pass^k per model x oracle x k (bootstrap over tasks), per task, task-paired comparisons, consistency."""
@@ -364,6 +358,6 @@ def episode_summary(context: dg.AssetExecutionContext, config: EpisodeSummaryCon
     table = pl.DataFrame([{"model": r["model"], "oracle": r["oracle"], "k": r["k"], "pass^k": r["pass_hat_k"], "pass@k": r["pass_at_k"],
                            "tasks": r["n_tasks"], "excluded": r["n_excluded"]} for r in head]) if head else pl.DataFrame()
     return dg.MaterializeResult(metadata={
-        "fingerprint": fingerprint, "dataset": row["dataset"], "dagster/row_count": len(rows), "delta_version": version,
+        "fingerprint": fingerprint, "dataset": row["dataset"], **table_metadata(lake, "episode_summary", len(rows), version),
         "pass_k": dg.MetadataValue.md(markdown_table(table)), "reads": dg.MetadataValue.json(reads),
     })

@@ -1,8 +1,12 @@
 """The ``generations`` asset: model outputs per model x fingerprint partition.
 
 Live backends (hf, vllm, api) write finished outputs in batches and resume: see
-resources/backends/planning.py. Token log-probabilities go to ``token_logprobs``; cost and
-performance go to the ``runs`` provenance row and the materialisation metadata.
+resources/backends/planning.py. One multi-asset writes three tables for the same pair
+partition: ``generations``, ``token_logprobs`` (live backends with log-probabilities) and
+``lm_eval_responses`` (lm-eval models); each is materialised on every run with its true row
+count (0 for a backend that writes none). Cost and performance go to the ``runs`` provenance
+row and the materialisation metadata. Asset checks: the error rate, and every registered
+sample present.
 """
 
 
@@ -11,13 +15,13 @@ import time
 import dagster as dg
 from tqdm.auto import tqdm
 
-from assets.catalog import PAIR_SIDE_TABLES
 from assets.common import load_samples, partition_parts, record_run
+from assets.declare import delta_multi_asset, delta_spec, table_metadata
 from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.prompting.adapters import AdapterError, make_adapter
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackends
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
-from resources.backends.planning import LIVE_BACKENDS, compact_partition, load_prices, performance, plan_generation, price_for
+from resources.backends.planning import compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake.resource import LakeStore
 from resources.privacy.ledger import reconcile_intents
 from resources.privacy.outbound import refuse_if_offline
@@ -26,19 +30,19 @@ from assets.lease_scope import lease_scope
 from resources.backends.logprobs import table_rows
 from metric_ops.stats.trials import expand_trials
 
-GENERATIONS_COLUMNS = [
-    ("model", "model partition key"),
-    ("fingerprint", "configuration fingerprint"),
-    ("sample_id", "sample id"),
-    ("output", "raw model output (null on error)"),
-    ("status", "ok / error"),
-    ("error", "error message"),
-    ("backend", "backend kind"),
-    ("prompt", "prompt sent"),
-    ("latency_s", "seconds the request waited (batch wall time for batched backends)"),
-    ("tokens_in", "prompt tokens"),
-    ("tokens_out", "generated tokens"),
-]
+GENERATIONS_COLUMNS = {
+    "model": "model partition key",
+    "fingerprint": "configuration fingerprint",
+    "sample_id": "sample id",
+    "output": "raw model output (null on error)",
+    "status": "ok / error",
+    "error": "error message",
+    "backend": "backend kind",
+    "prompt": "prompt sent",
+    "latency_s": "seconds the request waited (batch wall time for batched backends)",
+    "tokens_in": "prompt tokens",
+    "tokens_out": "generated tokens",
+}
 
 
 class GenerationsConfig(dg.Config):
@@ -66,22 +70,36 @@ def _frame(pending: list, model: str, fingerprint: str, dataset: str, backend: s
                          "tokens_out": pl.Int64, "created_at": pl.Datetime("us", "UTC")})
 
 
-@dg.asset(
+# the tables the generations step writes beside its own, for the same pair partition
+SIDE_TABLES = {
+    "token_logprobs": "Per generated token: text, log-probability, character span, top alternatives (live backends).",
+    "lm_eval_responses": "lm-eval's raw and filtered responses, filter, log-likelihoods per doc (lm-eval models).",
+}
+CHECK_ERROR_RATE = "check_generations_error_rate"
+CHECK_COMPLETE = "check_generations_every_sample"
+
+
+@delta_multi_asset(
+    "generations",
     partitions_def=pair_partitions,
-    deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"],
-    group_name="evaluation",
-    kinds={"delta"},
-    pool="delta_generations",
-    metadata={
-        "delta_table": "generations",
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in GENERATIONS_COLUMNS]),
-    },
+    specs=[
+        delta_spec("generations", description="Model outputs, one row per sample, partitioned by model x fingerprint "
+                   "(precomputed or live backends).", columns=GENERATIONS_COLUMNS,
+                   deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"]),
+        *(delta_spec(table, description=text, deps=["generations"]) for table, text in SIDE_TABLES.items()),
+    ],
+    check_specs=[
+        dg.AssetCheckSpec(CHECK_ERROR_RATE, asset="generations", partitions_def=pair_partitions,
+                          description="share of samples whose generation failed, at most runtime.max_error_rate (default 0)"),
+        dg.AssetCheckSpec(CHECK_COMPLETE, asset="generations", partitions_def=pair_partitions,
+                          description="every registered sample (x trial) has a row: an output or an error"),
+    ],
 )
 @lease_scope  # one live writer per (fingerprint, model): a second run waits, then reuses (issue 16)
 @outbound_scope  # anonymiser + outbound ledger for API calls (privacy issue)
 def generations(
     context: dg.AssetExecutionContext, config: GenerationsConfig, lake: LakeStore, backends: ModelBackends
-) -> dg.MaterializeResult:
+):
     """Model outputs, one row per sample, partitioned by model x fingerprint (precomputed or live backends)."""
     started = utcnow()
     t_start = time.perf_counter()
@@ -109,19 +127,18 @@ def generations(
             requests.append(adapter.request(sample))
         except AdapterError as exc:  # this sample does not fit the adapter: an error row, the run goes on
             failed.append((GenerationRequest(sample=sample, prompt=""), GenerationResult(sample.sample_id, None, "error", str(exc))))
-    live = backend.kind in LIVE_BACKENDS
+    live = backend.live
     if not live and not config.regenerate:
         reused = _unchanged_outputs(lake, model, fingerprint, spec_string, backend.identity(), len(samples))
         if reused is not None:  # content-addressed reuse: same source, same samples -> same rows
             context.log.info(f"{model}: outputs unchanged since run {reused['run_id'][:8]} (same source and samples); reused")
-            _report_side_tables(context, lake, model, fingerprint)
-            return dg.MaterializeResult(metadata={
+            return _results(lake, model, fingerprint, samples, spec.runtime, {
                 "fingerprint": fingerprint, "model": model, "backend": backend.kind, "reused": True,
-                "reused_from_run": reused["run_id"], "dagster/row_count": reused["rows"], "n_error": reused["n_error"],
-                "n_ok": reused["rows"] - reused["n_error"], "n_generated": 0, "delta_version": lake.version("generations"),
+                "reused_from_run": reused["run_id"], **table_metadata(lake, "generations", reused["rows"]), "n_error": reused["n_error"],
+                "n_ok": reused["rows"] - reused["n_error"], "n_generated": 0,
                 "model_identity": dg.MetadataValue.json(backend.identity()), **ids, **ledger_meta,
             })
-    plan = plan_generation(lake, model, fingerprint, spec_string, backend.kind, requests, config.regenerate, config.retry_errors)
+    plan = plan_generation(lake, model, fingerprint, spec_string, live, requests, config.regenerate, config.retry_errors)
     batch_size = max(1, int(spec.runtime.get("write_batch_size", 16))) if live else max(1, len(requests))
 
     def row(request: GenerationRequest, result: GenerationResult) -> dict:
@@ -183,14 +200,14 @@ def generations(
                     "adapter": spec.adapter},
     )
     cost = perf["cost"]
-    _report_side_tables(context, lake, model, fingerprint)
-    return dg.MaterializeResult(
-        metadata={
+    return _results(
+        lake, model, fingerprint, samples, spec.runtime,
+        {
             "fingerprint": fingerprint,
             "model": model,
             "backend": backend.kind,
             "model_identity": dg.MetadataValue.json(identity),
-            "dagster/row_count": n_rows,
+            **table_metadata(lake, "generations", n_rows, version),
             "n_ok": n_rows - n_err,
             "n_error": n_err,
             "n_generated": len(generated),
@@ -207,10 +224,9 @@ def generations(
             "cost": round(cost["total"], 6) if cost else 0.0,
             "cost_currency": cost["currency"] if cost else "no price table",
             "performance": dg.MetadataValue.json(perf),
-            "delta_version": version,
             **ids,
             **ledger_meta,
-        }
+        },
     )
 
 
@@ -273,14 +289,45 @@ def _write(lake: LakeStore, pending: list, row, model: str, fingerprint: str, ru
         lake.append("token_logprobs", tokens)
 
 
-def _report_side_tables(context: dg.AssetExecutionContext, lake: LakeStore, model: str, fingerprint: str) -> None:
-    """Report ``token_logprobs`` and ``lm_eval_responses`` for this pair partition on every
-    generations run, with their true row counts (0 for a backend that writes none, e.g.
-    precomputed outputs): the UI never shows a pair's side table as missing forever."""
-    for side in PAIR_SIDE_TABLES:  # written beside the outputs: reported for the same partition
-        exists = lake.exists(side)
-        n_side = lake.read(side, where={"model": model, "fingerprint": fingerprint}, columns=["sample_id"]).height if exists else 0
-        context.log_event(dg.AssetMaterialization(
-            asset_key=side, partition=context.partition_key,
-            metadata={"dagster/row_count": n_side, **({"delta_version": lake.version(side)} if exists else {}),
-                      **({} if n_side else {"note": "this pair's backend writes no rows here"})}))
+def _results(lake: LakeStore, model: str, fingerprint: str, samples: list, runtime: dict,
+             metadata: dict) -> tuple[dg.MaterializeResult, ...]:
+    """The multi-asset's results: ``generations`` with ``metadata`` and its two checks, then
+    ``token_logprobs`` and ``lm_eval_responses`` for this pair partition with their true row
+    counts (0 for a backend that writes none, e.g. precomputed outputs: the UI never shows a
+    pair's side table as missing for ever)."""
+    stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "status", "error", "created_at"])
+    sides = []
+    for side in SIDE_TABLES:
+        n_side = lake.read(side, where={"model": model, "fingerprint": fingerprint}, columns=["sample_id"]).height if lake.exists(side) else 0
+        sides.append(dg.MaterializeResult(asset_key=side, metadata={
+            **table_metadata(lake, side, n_side), **({} if n_side else {"note": "this pair's backend writes no rows here"})}))
+    checks = generation_checks(stored, [s.sample_id for s in samples], float(runtime.get("max_error_rate", 0.0) or 0.0))
+    return (dg.MaterializeResult(asset_key="generations", metadata=metadata, check_results=checks), *sides)
+
+
+def generation_checks(stored, expected_ids: list[str], max_error_rate: float = 0.0) -> list[dg.AssetCheckResult]:
+    """The two checks of a pair's ``generations`` (``stored``: its rows, columns ``sample_id``,
+    ``status``, ``error``, optionally ``created_at``; ``expected_ids``: the registered sample ids, trial-expanded):
+
+    - the error rate (failed rows / rows, in [0, 1]) is at most ``max_error_rate`` (the
+      spec's ``runtime.max_error_rate``, default 0), severity WARN, with the first errors;
+    - every expected id has a row (an output or an error), severity ERROR: a missing row
+      means a sample was silently dropped, which no backend may do."""
+    if "created_at" in stored.columns:
+        stored = stored.sort("created_at")
+    latest = stored.unique(subset=["sample_id"], keep="last", maintain_order=True) if stored.height else stored
+    n = latest.height
+    errors = latest.filter(latest["status"] == "error") if n else latest
+    rate = errors.height / n if n else 0.0
+    first = [f"{r['sample_id']}: {str(r['error'] or '')[:120]}" for r in errors.head(5).iter_rows(named=True)]
+    missing = sorted(set(expected_ids) - set(latest["sample_id"].to_list() if n else []))
+    return [
+        dg.AssetCheckResult(check_name=CHECK_ERROR_RATE, asset_key="generations", passed=rate <= max_error_rate,
+                            severity=dg.AssetCheckSeverity.WARN,
+                            metadata={"error_rate": round(rate, 6), "n_error": errors.height, "n_rows": n,
+                                      "max_error_rate": max_error_rate, "first_errors": dg.MetadataValue.json(first)}),
+        dg.AssetCheckResult(check_name=CHECK_COMPLETE, asset_key="generations", passed=not missing,
+                            severity=dg.AssetCheckSeverity.ERROR,
+                            metadata={"n_expected": len(set(expected_ids)), "n_missing": len(missing),
+                                      "missing": dg.MetadataValue.json(missing[:20])}),
+    ]

@@ -12,6 +12,7 @@ An evaluation that is not an lm-eval one gets no rows.
 import dagster as dg
 import polars as pl
 
+from assets.declare import delta_asset, table_metadata
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.freshness import stored_scores_markers
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
@@ -22,33 +23,31 @@ from resources.lm_eval.summary import summary_rows
 
 CHECK_AGREES = "check_lm_eval_summary_agrees"
 
-LM_EVAL_SUMMARY_COLUMNS = [
-    ("model", "model partition key"),
-    ("task", "lm-eval task"),
-    ("metric", "the scores name (lm_eval:<metric>[,<filter>])"),
-    ("lm_eval_metric", "lm-eval's key (<metric>,<filter>)"),
-    ("aggregation", "lm-eval's aggregation (mean, bleu, perplexity, ...)"),
-    ("lm_eval_value", "lm-eval's aggregate (results_<date>.json)"),
-    ("lm_eval_stderr", "lm-eval's standard error (null when lm-eval reported N/A)"),
-    ("facetlake_value", "facetlake's value from the stored per-sample scores"),
-    ("facetlake_stderr", "sd(ddof=1)/sqrt(n) of the per-sample values (mean aggregations)"),
-    ("ci_low / ci_high / ci_method", "facetlake's 95% interval (Wilson for 0/1, percentile bootstrap otherwise)"),
-    ("agrees", f"values (and standard errors) within {AGREEMENT_TOLERANCE:g}"),
-]
+LM_EVAL_SUMMARY_COLUMNS = {
+    "model": "model partition key",
+    "task": "lm-eval task",
+    "metric": "the scores name (lm_eval:<metric>[,<filter>])",
+    "lm_eval_metric": "lm-eval's key (<metric>,<filter>)",
+    "aggregation": "lm-eval's aggregation (mean, bleu, perplexity, ...)",
+    "lm_eval_value": "lm-eval's aggregate (results_<date>.json)",
+    "lm_eval_stderr": "lm-eval's standard error (null when lm-eval reported N/A)",
+    "facetlake_value": "facetlake's value from the stored per-sample scores",
+    "facetlake_stderr": "sd(ddof=1)/sqrt(n) of the per-sample values (mean aggregations)",
+    "ci_low": "facetlake's 95% interval, lower end",
+    "ci_high": "facetlake's 95% interval, upper end",
+    "ci_method": "Wilson for 0/1 values, percentile bootstrap otherwise",
+    "agrees": f"values (and standard errors) within {AGREEMENT_TOLERANCE:g}",
+}
 
 
-@dg.asset(
+@delta_asset(
+    "lm_eval_summary",
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
-    group_name="evaluation",
-    kinds={"delta"},
-    pool="delta_lm_eval_summary",
+    kinds={"polars"},
+    columns=LM_EVAL_SUMMARY_COLUMNS,
     check_specs=[dg.AssetCheckSpec(CHECK_AGREES, asset="lm_eval_summary", partitions_def=evaluation_partitions,
                                    description="lm-eval's aggregates and standard errors equal facetlake's (within 1e-12)")],
-    metadata={
-        "delta_table": "lm_eval_summary",
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in LM_EVAL_SUMMARY_COLUMNS]),
-    },
 )
 def lm_eval_summary(context: dg.AssetExecutionContext, lake: LakeStore):
     """lm-eval's aggregate and stderr next to facetlake's value, stderr and interval for the same numbers, one partition per fingerprint."""
@@ -67,7 +66,7 @@ def lm_eval_summary(context: dg.AssetExecutionContext, lake: LakeStore):
     frame = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
     view = frame.select("model", "metric", "lm_eval_value", "facetlake_value", "lm_eval_stderr", "facetlake_stderr", "agrees") if rows else frame
     yield dg.MaterializeResult(
-        metadata={"fingerprint": fingerprint, "dataset": row["dataset"], "dagster/row_count": len(rows), "delta_version": version,
+        metadata={"fingerprint": fingerprint, "dataset": row["dataset"], **table_metadata(lake, "lm_eval_summary", len(rows), version),
                   "lm_eval_evaluation": bool(section), "summary": dg.MetadataValue.md(markdown_table(view, float_digits=6))}
     )
     disagreeing = [r for r in rows if r["agrees"] is False]

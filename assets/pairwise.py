@@ -15,6 +15,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from assets.declare import delta_asset, table_metadata
 from assets.common import evaluation_fingerprint, load_samples, markdown_table, record_run
 from metric_ops.judged.judging import JudgeCaller, active_cache, load_prompt, resolve_judge
 from metric_ops.judged.pairwise import DEFAULT_CRITERION, TOPOLOGIES, judge_models
@@ -89,13 +90,11 @@ def pairwise_rows(lake: LakeStore, fingerprint: str, config: PairwiseConfig, run
     return rows, summary
 
 
-@dg.asset(
+@delta_asset(
+    "pairwise",
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("generations", partition_mapping=EVALUATION_EDGE)],
     group_name="judging",
-    kinds={"delta"},
-    pool="delta_pairwise",
-    metadata={"delta_table": "pairwise"},
 )
 def pairwise(context: dg.AssetExecutionContext, config: PairwiseConfig, lake: LakeStore) -> dg.MaterializeResult:
     """Pairwise judge verdicts per sample and model pair (both orders, winner, position flip), per fingerprint."""
@@ -108,9 +107,9 @@ def pairwise(context: dg.AssetExecutionContext, config: PairwiseConfig, lake: La
                provenance={"signature": summary["signature"], "judge_calls": summary["calls"],
                            "champion": summary["champion"], "position_bias": summary["position_bias"]})
     return dg.MaterializeResult(metadata={
-        "fingerprint": fingerprint, "delta_version": version, "config_key": summary["config_key"],
+        "fingerprint": fingerprint, "config_key": summary["config_key"],
         "judge_calls_paid": summary["calls"], "champion": str(summary["champion"]),
         "win_rates": dg.MetadataValue.md(markdown_table(pl.DataFrame(summary["win_rates"]))),
         "position_bias": dg.MetadataValue.json(json.loads(json.dumps(summary["position_bias"]))),
-        "dagster/row_count": len(rows),
+        **table_metadata(lake, "pairwise", len(rows), version),
     })

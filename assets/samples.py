@@ -10,6 +10,7 @@ import math
 import dagster as dg
 
 from assets.common import evaluation_fingerprint, markdown_table, record_run
+from assets.declare import delta_asset, table_metadata
 from resources.lake.sample_codec import sample_frame, sample_rows
 from metric_ops.base import Sample
 from assets.partitions import evaluation_partitions
@@ -37,10 +38,6 @@ logging.getLogger("great_expectations").setLevel(logging.WARNING)
 CHECK_REQUIRED = "check_samples_required_fields"
 CHECK_UNIQUE = "check_samples_unique_ids"
 CHECK_RATINGS = "check_samples_ratings_in_range"
-
-
-def _table_schema(columns: dict[str, str]) -> dg.TableSchema:
-    return dg.TableSchema(columns=[dg.TableColumn(name, "string", description=desc) for name, desc in columns.items()])
 
 
 def _validation_rows(samples: list[Sample]) -> list[dict[str, Any]]:
@@ -219,12 +216,12 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
     return results
 
 
-@dg.asset(
+@delta_asset(
+    "samples",
     partitions_def=evaluation_partitions,
     deps=["evaluations"],  # the registration it loads the dataset config from
-    group_name="evaluation",
-    kinds={"delta", "polars"},
-    pool="delta_samples",
+    kinds={"polars", "great_expectations"},
+    columns=SAMPLES_COLUMNS,
     check_specs=[
         # partitioned like the asset: one result per evaluation, never one evaluation's result hiding another's
         dg.AssetCheckSpec(CHECK_REQUIRED, asset="samples", partitions_def=evaluation_partitions,
@@ -234,7 +231,6 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
         dg.AssetCheckSpec(CHECK_RATINGS, asset="samples", partitions_def=evaluation_partitions,
                           description="human ratings within the dataset's declared range (Great Expectations)"),
     ],
-    metadata={"dagster/column_schema": _table_schema(SAMPLES_COLUMNS), "delta_table": "samples"},
 )
 def samples(context: dg.AssetExecutionContext, lake: LakeStore):
     """Dataset rows normalised to Sample (input, references, context, metadata, ratings), one partition per fingerprint."""
@@ -273,12 +269,11 @@ def samples(context: dg.AssetExecutionContext, lake: LakeStore):
             "fingerprint": fingerprint,
             "dataset": dataset.display_name,
             "dataset_hash": digest,
-            "dagster/row_count": len(rows),
+            **table_metadata(lake, "samples", len(rows), version),
             "reused": reused,
             "evaluation": row["name"],
             "previous_fingerprint": previous or "none",
             "with_references": n_refs,
-            "delta_version": version,
             "preview": dg.MetadataValue.md(
                 markdown_table(
                     __import__("polars").DataFrame(

@@ -18,6 +18,7 @@ import polars as pl
 from tqdm.auto import tqdm
 
 from assets.common import load_samples, markdown_table, partition_parts, record_run
+from assets.declare import delta_asset, table_metadata
 from metric_ops.identity import parse_signature
 from metric_ops.registry import REGISTRY
 from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
@@ -35,21 +36,81 @@ from assets.outbound_scope import outbound_scope
 from resources.scoring.metric_inputs import MetricInputs
 from resources.agents.episodes import episode_scoring_inputs
 
-SCORES_COLUMNS = [
-    ("model", "model partition key"),
-    ("fingerprint", "configuration fingerprint (64 hex)"),
-    ("dataset", "dataset name"),
-    ("sample_id", "sample id"),
-    ("metric", "score name (human:<rating> for human ratings)"),
-    ("value", "float; null unless status = scored"),
-    ("direction", "maximize / minimize"),
-    ("dimension", "baseline_grounding / epistemic / factual / process"),
-    ("locality", "local / external"),
-    ("status", "scored / unscored / error"),
-    ("detail", "JSON: reasoning, per-claim verdicts, error message"),
-    ("signature", "metric name, version, parameters, library versions"),
-    ("params", 'JSON {"metric": registry name, "version", "params": {key: text}}: the signature\'s identity, structured'),
-]
+SCORES_COLUMNS = {
+    "model": "model partition key",
+    "fingerprint": "configuration fingerprint (64 hex)",
+    "dataset": "dataset name",
+    "sample_id": "sample id",
+    "metric": "score name (human:<rating> for human ratings)",
+    "value": "float; null unless status = scored",
+    "direction": "maximize / minimize",
+    "dimension": "baseline_grounding / epistemic / factual / process",
+    "locality": "local / external",
+    "status": "scored / unscored / error",
+    "detail": "JSON: reasoning, per-claim verdicts, error message",
+    "signature": "metric name, version, parameters, library versions",
+    "params": 'JSON {"metric": registry name, "version", "params": {key: text}}: the signature\'s identity, structured',
+}
+
+
+CHECK_RANGE = "check_scores_in_declared_range"
+CHECK_STATUS = "check_scores_status_counts"
+
+
+def _range_of(score: str, identity_json: str | None) -> tuple[float, float] | None:
+    """The declared (lo, hi) of score ``score`` for the metric and parameters its row's
+    ``params`` identity names (BERTScore's range depends on a parameter); None for a score
+    no registered metric emits (``human:*`` ratings, ``lm_eval:*`` values)."""
+    try:
+        identity = json.loads(identity_json) if identity_json else {}
+    except ValueError:
+        identity = {}
+    name = identity.get("metric") or score
+    try:
+        cls = REGISTRY.get_class(name)
+    except KeyError:  # UnknownMetricError is a KeyError
+        return None
+    try:
+        from metric_ops.registry import check_params
+
+        return cls(**check_params(cls, dict(identity.get("params") or {}))).range_of(score)
+    except Exception:  # noqa: BLE001 - parameters this version no longer takes: the class's declared range
+        return cls.declared_range(score)
+
+
+def score_checks(stored: pl.DataFrame) -> list[dg.AssetCheckResult]:
+    """The two checks of a pair's stored ``scores`` (``stored``: its rows, columns
+    ``metric``, ``status``, ``value``, ``params``):
+
+    - every ``scored`` value lies inside its metric's declared range (the tolerance of
+      :data:`metric_ops.base.RANGE_RTOL`), severity ERROR, naming the offending scores;
+    - rows per status, per metric, severity WARN: fails when any row is ``error`` (an
+      ``unscored`` row means nothing to measure and passes)."""
+    from metric_ops.base import RANGE_RTOL
+
+    outside: dict[str, int] = {}
+    scored = stored.filter(pl.col("status") == "scored") if stored.height else stored
+    for (metric, params), group in (scored.group_by(["metric", "params"]) if scored.height else []):
+        bounds = _range_of(metric, params)
+        if bounds is None:
+            continue
+        lo, hi = bounds
+        values = group["value"]
+        bad = int(((values < lo - RANGE_RTOL * max(1.0, abs(lo))) | (values > hi + RANGE_RTOL * max(1.0, abs(hi)))).sum())
+        if bad:
+            outside[metric] = outside.get(metric, 0) + bad
+    counts = {s: int((stored["status"] == s).sum()) if stored.height else 0 for s in ("scored", "unscored", "error")}
+    per_metric = (stored.group_by("metric").agg(*((pl.col("status") == s).sum().alias(f"n_{s}") for s in ("scored", "unscored", "error")))
+                  .sort("metric") if stored.height else pl.DataFrame())
+    return [
+        dg.AssetCheckResult(check_name=CHECK_RANGE, asset_key="scores", passed=not outside, severity=dg.AssetCheckSeverity.ERROR,
+                            metadata={"n_outside": sum(outside.values()), "outside": dg.MetadataValue.json(outside),
+                                      "n_checked": scored.height}),
+        dg.AssetCheckResult(check_name=CHECK_STATUS, asset_key="scores", passed=counts["error"] == 0,
+                            severity=dg.AssetCheckSeverity.WARN,
+                            metadata={**{f"n_{s}": n for s, n in counts.items()},
+                                      "per_metric": dg.MetadataValue.md(markdown_table(per_metric))}),
+    ]
 
 
 class ScoresConfig(dg.Config):
@@ -222,16 +283,18 @@ def score_metadata(stored: pl.DataFrame, rows: pl.DataFrame | list[dict[str, Any
     }
 
 
-@dg.asset(
+@delta_asset(
+    "scores",
     partitions_def=pair_partitions,
     deps=["generations", "annotations", "episodes"],
-    group_name="evaluation",
-    kinds={"delta"},
-    pool="delta_scores",
-    metadata={
-        "delta_table": "scores",
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(n, "string", description=d) for n, d in SCORES_COLUMNS]),
-    },
+    kinds={"polars"},
+    columns=SCORES_COLUMNS,
+    check_specs=[
+        dg.AssetCheckSpec(CHECK_RANGE, asset="scores", partitions_def=pair_partitions,
+                          description="every scored value inside its metric's declared range (Metric.range_of)"),
+        dg.AssetCheckSpec(CHECK_STATUS, asset="scores", partitions_def=pair_partitions,
+                          description="rows per status (scored / unscored / error) and metric; fails on any error row"),
+    ],
 )
 @outbound_scope  # anonymiser + outbound ledger for judge calls (privacy issue)
 def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeStore) -> dg.MaterializeResult:
@@ -245,7 +308,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     if report["reused"]:
         context.log.info(f"reused {len(report['reused'])} metric(s) computed from identical inputs: "
                          + ", ".join(parse_signature(sig)["metric"] for sig in report["reused"]))
-    stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status"])
+    stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status", "value", "params"])
     record_run(
         lake, context, asset="scores", table="scores", version=version, rows=rows.height, started_at=started,
         model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
@@ -259,5 +322,6 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
                   "generations_version_read": generations_version,
                   "rows_written": rows.height, "metrics_computed": len(report["computed"]), "metrics_reused": len(report["reused"]),
                   "reused": ", ".join(parse_signature(sig)["metric"] for sig in report["reused"]) or "none",
-                  **score_metadata(stored, rows)}
+                  **score_metadata(stored, rows), **table_metadata(lake, "scores", stored.height, version)},
+        check_results=score_checks(stored),
     )

@@ -11,6 +11,7 @@ summary rows are rewritten; every other row keeps its ``run_id``.
 import dagster as dg
 import polars as pl
 
+from assets.declare import delta_asset, table_metadata
 from assets.analysis_common import metric_input_keys, plan_recompute, previous_metric_keys, read_scores, reads_record
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.partitions import EVALUATION_EDGE, evaluation_partitions
@@ -59,13 +60,11 @@ def summarize(scores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-@dg.asset(
+@delta_asset(
+    "summary",
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
-    group_name="evaluation",
-    kinds={"delta", "duckdb"},
-    pool="delta_summary",
-    metadata={"delta_table": "summary"},
+    kinds={"polars"},
 )
 def summary(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.MaterializeResult:
     """Per model x metric mean, n scored and n total for one fingerprint, across every model evaluated under it."""
@@ -97,11 +96,10 @@ def summary(context: dg.AssetExecutionContext, lake: LakeStore) -> dg.Materializ
         metadata={
             "fingerprint": fingerprint,
             "dataset": row["dataset"],
-            "dagster/row_count": full.height,
+            **table_metadata(lake, "summary", full.height, version),
             "rows_written": frame.height,
             "recomputed": ", ".join(sorted(changed)) or "none (no score changed)",
             "models": ", ".join(sorted(set(full["model"].to_list()))) if full.height else "",
             "summary": dg.MetadataValue.md(markdown_table(full.select("model", "metric", "mean", "n_scored", "n_total"))),
-            "delta_version": version,
         }
     )

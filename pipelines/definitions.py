@@ -12,7 +12,6 @@ from pipelines.jobs import ALL_JOBS
 from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
 from resources.lake.resource import LakeStore
-from resources.sql.resource import DuckDBReader
 from pipelines.quiet import quiet_libraries
 
 quiet_libraries()  # also in code-location processes (`facetlake ui`, run workers), not only the CLI
@@ -28,7 +27,6 @@ def build_resources(lake_root: str | None = None) -> dict[str, object]:
     return {
         "lake": lake,
         "backends": ModelBackends(),
-        "duckdb": DuckDBReader(lake=lake),
         "inbox": InboxConfig(),
     }
 

@@ -2,13 +2,24 @@
 
 import dagster as dg
 
+from assets.generations import SIDE_TABLES
 from assets.partitions import evaluation_partitions, pair_partitions
 
 #: job name -> the assets it materialises (in the order of its selection)
 JOB_ASSETS: dict[str, tuple[str, ...]] = {}
 
+#: tables one step writes together with another (a multi-asset that cannot be subset)
+WRITTEN_WITH: dict[str, tuple[str, ...]] = {"generations": tuple(SIDE_TABLES)}
+
+
+def with_siblings(selection) -> list[str]:
+    """``selection`` (asset names) plus the tables written by the same step
+    (:data:`WRITTEN_WITH`), in order, each once: what a run of the selection materialises."""
+    return list(dict.fromkeys(name for asset in selection for name in (asset, *WRITTEN_WITH.get(asset, ()))))
+
 
 def _job(name: str, assets: tuple[str, ...], partitions_def: dg.PartitionsDefinition, description: str):  # noqa: ANN202 - an unresolved asset job
+    assets = tuple(with_siblings(assets))
     JOB_ASSETS[name] = assets
     return dg.define_asset_job(name, selection=dg.AssetSelection.assets(*assets), partitions_def=partitions_def, description=description)
 

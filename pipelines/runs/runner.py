@@ -16,7 +16,7 @@ import polars as pl
 
 from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
-from pipelines.jobs import ALL_JOBS, job_for
+from pipelines.jobs import ALL_JOBS, job_for, with_siblings
 from pipelines.runs.instance import get_instance
 from pipelines.runs.register import evaluation_partition, model_partition, pair_job, pair_selection, register
 from pipelines.runs.run_health import process_tags
@@ -47,7 +47,7 @@ def _materialize(
         run_config=run_config,
         instance=instance,
         partition_key=str(partition),
-        asset_selection=[dg.AssetKey(name) for name in selection],
+        asset_selection=[dg.AssetKey(name) for name in with_siblings(selection)],
         tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
     )
 

@@ -130,6 +130,9 @@ class ModelBackend(abc.ABC):
     # whether generation time measures the model: False where outputs are read, not produced
     # (throughput and latency of reading a file mean nothing and are left out)
     measures_throughput: ClassVar[bool] = True
+    #: a backend that generates (hf, vllm, api): stored outputs are kept and resumed, batches
+    #: are written as they finish; ``False`` for backends that read outputs made elsewhere
+    live: ClassVar[bool] = False
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
@@ -336,7 +339,6 @@ BACKENDS: Registry[type[ModelBackend]] = Registry("backend", base=ModelBackend, 
     "lm_eval": "resources.lm_eval.bridge:LmEvalOutputBackend",   # lm-eval's outputs (issue 18)
 })
 BACKENDS.register("precomputed", PrecomputedBackend)                # defined above: rows read from a file
-PLANNED = {"hf": "transformers", "vllm": "vLLM", "api": "OpenAI-compatible API"}
 
 
 def parse_model_spec(spec: str) -> tuple[str, str]:
@@ -344,8 +346,8 @@ def parse_model_spec(spec: str) -> tuple[str, str]:
     if not isinstance(spec, str) or ":" not in spec:
         raise ModelSpecError(f"model spec {spec!r} is malformed; write KIND:TARGET, e.g. {SPEC_EXAMPLES}")
     kind, target = spec.split(":", 1)
-    if kind not in {*BACKENDS, *PLANNED}:
-        raise ModelSpecError(f"unknown backend {kind!r} in {spec!r}; known: {sorted({*BACKENDS, *PLANNED})}; e.g. {SPEC_EXAMPLES}")
+    if kind not in BACKENDS:
+        raise ModelSpecError(f"unknown backend {kind!r} in {spec!r}; known: {BACKENDS.names()}; e.g. {SPEC_EXAMPLES}")
     if not target:
         raise ModelSpecError(f"model spec {spec!r} names no target; e.g. {SPEC_EXAMPLES}")
     if kind == "api" and "@" not in target:
@@ -363,8 +365,6 @@ class ModelBackends(dg.ConfigurableResource):
         """The backend for ``spec`` with the evaluation's ``runtime`` options (batch size,
         concurrency, key variable name, ...); raises :class:`ModelSpecError` / :class:`BackendError`."""
         kind, _ = parse_model_spec(spec)
-        if kind not in BACKENDS:
-            raise BackendError(f"the {PLANNED[kind]} backend ({kind}:) is not available in this installation")
         return BACKENDS[kind](spec, runtime)
 
 
@@ -393,7 +393,6 @@ __all__ = [
     "PrecomputedBackend",
     "check_output_ids",
     "BACKENDS",
-    "PLANNED",
     "parse_model_spec",
     "ModelBackends",
     "render_prompt",

@@ -54,6 +54,7 @@ class APIBackend(ModelBackend):
     """An OpenAI-compatible endpoint; see the module docstring."""
 
     kind = "api"
+    live = True
     locality = "external"
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:

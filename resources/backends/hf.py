@@ -73,6 +73,7 @@ class HFBackend(ModelBackend):
     """A local transformers causal LM (``hf:/path/to/model`` or a cached hub name)."""
 
     kind = "hf"
+    live = True
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec, runtime)

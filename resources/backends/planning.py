@@ -35,8 +35,6 @@ from resources.backends import GenerationRequest, GenerationResult
 from resources.lake.resource import LakeStore
 from resources.datasets import load_yaml, read_text
 
-LIVE_BACKENDS = ("hf", "vllm", "api")
-
 
 def latest_rows(frame: pl.DataFrame) -> pl.DataFrame:
     """One row per ``sample_id`` (the latest ``created_at``) of a generations frame."""
@@ -82,12 +80,13 @@ class GenerationPlan:
 
 
 def plan_generation(
-    lake: LakeStore, model: str, fingerprint: str, spec_string: str, backend_kind: str,
+    lake: LakeStore, model: str, fingerprint: str, spec_string: str, live: bool,
     requests: Sequence[GenerationRequest], regenerate: bool = False, retry_errors: bool = True,
 ) -> GenerationPlan:
-    """Split ``requests`` into kept / reused / to-generate (see module docstring)."""
+    """Split ``requests`` into kept / reused / to-generate (see module docstring); ``live``:
+    the backend generates (its class sets ``ModelBackend.live``), so stored outputs are kept."""
     plan = GenerationPlan()
-    if backend_kind not in LIVE_BACKENDS or regenerate or not lake.exists("generations"):
+    if not live or regenerate or not lake.exists("generations"):
         plan.todo = list(requests)
         return plan
     prompts = {r.sample.sample_id: r.prompt for r in requests}

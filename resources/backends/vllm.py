@@ -38,6 +38,7 @@ class VLLMBackend(ModelBackend):
     """A model served by vLLM's offline engine; see the module docstring."""
 
     kind = "vllm"
+    live = True
 
     ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "enforce_eager", "trust_remote_code")
 

@@ -1,8 +1,7 @@
 """``LakeStore``: the lake (:class:`resources.lake.tables.LakeTables`) as a Dagster resource.
 
 Kept apart from resources/lake/tables.py so that reading the lake without Dagster (``facetlake
-sql``) does not import Dagster. Read-only SQL over the lake as a Dagster resource,
-``DuckDBReader``, is beside the SQL code (resources/sql/resource.py).
+sql``) does not import Dagster.
 """
 
 import os

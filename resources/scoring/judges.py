@@ -121,13 +121,12 @@ class BackendJudge:
     raises ``RuntimeError`` with the backend's message."""
 
     def __init__(self, spec: str) -> None:
-        from resources.backends import BACKENDS, PLANNED, parse_model_spec
+        from resources.backends import BACKENDS, parse_model_spec
 
         kind, _ = parse_model_spec(spec)
-        if kind == "precomputed":
-            raise JudgeSpecError(f"judge {spec!r}: a precomputed backend cannot judge; use api:MODEL@BASE_URL or hf:PATH")
-        if kind not in BACKENDS:
-            raise JudgeSpecError(f"judge {spec!r}: the {PLANNED.get(kind, kind)} backend is not available in this installation")
+        if not BACKENDS[kind].live:  # precomputed, heuristic, lm_eval: outputs made elsewhere, nothing to ask
+            raise JudgeSpecError(f"judge {spec!r}: a {kind} backend reads outputs made elsewhere and cannot judge; "
+                                 "use api:MODEL@BASE_URL, hf:PATH or vllm:NAME")
         self.identity = spec
         self.backend = BACKENDS[kind](spec, None)
         self.locality = getattr(self.backend, "locality", "local")

@@ -1,13 +1,14 @@
 """Read-only SQL over the lake with DuckDB, in process, with bounded cost (``facetlake sql``,
-``facetlake query`` and the ``duckdb`` resource).
+``facetlake query``).
 
 - :mod:`~resources.sql.query`: the hardened connection, the read-only statement check, the
   limits (:class:`SQLLimits`) and :func:`query`;
 - :mod:`~resources.sql.views`: each Delta table as a view, without DuckDB's ``delta`` extension;
 - :mod:`~resources.sql.timetravel`: the table versions an earlier point of the lake names
   (``facetlake sql --as-of`` / ``--run``, issue 31);
-- :mod:`~resources.sql.resource`: ``DuckDBReader``, the Dagster resource. Not imported by this
-  face: ``facetlake sql`` starts without Dagster; import it from ``resources.sql.resource``.
+
+The SQL code imports no Dagster: ``facetlake sql`` starts without it. No asset reads through
+SQL, so no Dagster resource wraps it (issue 27: no resource that no asset uses).
 """
 
 from resources.sql.query import (
