@@ -396,13 +396,44 @@ def test_ui_starts_with_the_venv_not_on_path(tmp_path, dagster_home):
                 time.sleep(1)
         else:
             pytest.fail("the Dagster UI did not answer within 120 s")
+        nodes = _ui_asset_nodes(port, ["scores", "generations", "samples", "token_logprobs"])
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
+    # what the UI shows, through its GraphQL API (issue 27): real column types, asset checks,
+    # token_logprobs as an asset the UI can select and materialise (with generations)
+    from resources.lake.schemas import SCHEMAS
+
+    from assets.declare import column_type
+
+    for table in ("scores", "generations", "samples"):
+        (schema,) = [e["schema"] for e in nodes[table]["metadataEntries"] if e.get("schema")]
+        assert [(c["name"], c["type"]) for c in schema["columns"]] == [(f.name, column_type(f.type)) for f in SCHEMAS[table]]
+    assert {c["name"] for c in nodes["scores"]["assetChecksOrError"]["checks"]} == {
+        "check_scores_in_declared_range", "check_scores_status_counts"}
+    assert {c["name"] for c in nodes["generations"]["assetChecksOrError"]["checks"]} == {
+        "check_generations_error_rate", "check_generations_every_sample"}
+    assert nodes["token_logprobs"]["isMaterializable"] and nodes["token_logprobs"]["opNames"] == ["generations"]
     # started the way Dagster now documents (`dg dev`): no SupersessionWarning (issue 26, fault 12)
     started = (tmp_path / "ui.log").read_text()
     assert "SupersessionWarning" not in started and "superseded" not in started, started[-2000:]
     assert "Serving dagster-webserver" in started
+
+
+def _ui_asset_nodes(port: int, names: list[str]) -> dict[str, dict]:
+    """The UI's asset nodes for ``names``, from its GraphQL endpoint (POST /graphql)."""
+    import urllib.request
+
+    query = """query ($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) {
+        assetKey { path } isMaterializable opNames
+        metadataEntries { label ... on TableSchemaMetadataEntry { schema { columns { name type } } } }
+        assetChecksOrError { ... on AssetChecks { checks { name } } } } }"""
+    body = json.dumps({"query": query, "variables": {"keys": [{"path": [n]} for n in names]}}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        payload = json.loads(response.read())
+    assert "errors" not in payload, payload["errors"]
+    return {node["assetKey"]["path"][0]: node for node in payload["data"]["assetNodes"]}
 
 
 # ----------------------------------------------------------------------------- migration of older lakes
