@@ -150,7 +150,10 @@ class Metric:
     - ``blank_reference_is_answer`` (optional, default False): True when an empty
       reference has a meaning of its own (SQuAD v2's "no answer" gold); otherwise the
       runner drops empty or whitespace-only references like null ones and a sample left
-      with none is ``unscored`` (:func:`metric_ops.scoring.rows.drop_blank_references`).
+      with none is ``unscored`` (:func:`metric_ops.scoring.rows.drop_blank_references`),
+    - ``oracle`` (optional, default False): True for an agent oracle that judges a whole
+      episode against the task's ground truth (metric_ops/agents/oracles.py); the registry
+      lists them with :meth:`metric_ops.registry.MetricRegistry.oracles`.
 
     and implement :meth:`score_batch`. Constructor keyword arguments are the metric's
     parameters; they are kept in ``self.params`` and enter the signature.
@@ -174,6 +177,7 @@ class Metric:
     abstract: ClassVar[bool] = False
     binary: ClassVar[bool] = False
     binary_scores: ClassVar[tuple[str, ...]] = ()
+    oracle: ClassVar[bool] = False
     #: keys of signature fields that are neither parameters nor library versions:
     #: ``signature_lead`` written between the version and the parameters (a judged
     #: metric's ``judge:``), ``signature_extras`` after the library versions (sacrebleu's

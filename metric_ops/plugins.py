@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Any, Generic, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, ClassVar, Generic, Iterable, Iterator, Mapping, TypeVar
 
 from metric_ops.errors import FacetlakeError
 
@@ -86,22 +86,33 @@ class Registry(Generic[T]):
             raise RegistryError(f"{self.kind} {name!r}: {obj!r} is not a subclass of {base.__module__}.{base.__qualname__}; "
                                 f"derive it from {base.__qualname__} to register it")
 
-    def register(self, name: str, obj: T | None = None, *, aliases: Iterable[str] = ()) -> Any:
+    def register(self, name: str, obj: T | None = None, *, aliases: Iterable[str] = (), unique: bool = False) -> Any:
         """Register ``obj`` under ``name`` (and ``aliases``); without ``obj``, a decorator.
 
-        Raises :class:`RegistryError` when ``obj`` fails the base-class check. Registering
-        again under the same name replaces the entry (a module reloaded, a test's toy class)."""
+        Raises :class:`RegistryError` when ``obj`` fails the base-class check, and with
+        ``unique`` when ``name`` is held by another class (a different qualified name).
+        Otherwise registering again under the same name replaces the entry (a module
+        reloaded, a test's toy class)."""
         if obj is None:
             def decorator(target: T) -> T:
-                self.register(name, target, aliases=aliases)
+                self.register(name, target, aliases=aliases, unique=unique)
                 return target
             return decorator
         self.check(name, obj)
+        existing = self.registered(name)
+        if unique and existing is not None and getattr(existing, "__qualname__", None) != getattr(obj, "__qualname__", None):
+            raise RegistryError(f"{self.kind} name {name!r} is already registered by "
+                                f"{existing.__module__}.{existing.__qualname__}; choose another name")
         self._objects[name] = obj
         for alias in aliases:
             if alias != name:
                 self._aliases.setdefault(alias, name)
         return obj
+
+    def registered(self, name: str) -> T | None:
+        """The object registered under exactly ``name`` so far, or None: no alias
+        resolution and no import of a lazily listed built-in."""
+        return self._objects.get(name)
 
     def register_lazy(self, name: str, target: str, *, aliases: Iterable[str] = ()) -> None:
         """List ``name`` as ``"module:attr"``, imported (and checked) on first use."""
@@ -227,3 +238,27 @@ class Registry(Generic[T]):
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self)} entries)"
 
+
+class Plugin:
+    """Base of a configured plugin (adapters, annotators): a subclass sets ``kind`` (its
+    name in ``registry``), ``version`` (bump when its output can change) and ``allowed``
+    (the configuration keys it takes beyond the family's ``base_keys``). Defining a
+    subclass with a ``kind`` registers it in the family's ``registry``: one way to add a
+    plugin, no side list. :meth:`unknown_keys` is the configuration check every family
+    repeats."""
+
+    registry: ClassVar[Registry[Any] | None] = None
+    kind: ClassVar[str] = ""
+    version: ClassVar[str] = "1"
+    allowed: ClassVar[frozenset[str]] = frozenset()
+    base_keys: ClassVar[frozenset[str]] = frozenset({"kind"})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind and cls.registry is not None:
+            cls.registry.register(cls.kind, cls)
+
+    @classmethod
+    def unknown_keys(cls, config: Mapping[str, Any]) -> list[str]:
+        """The keys of ``config`` neither in ``base_keys`` nor in ``allowed``, sorted."""
+        return sorted(set(config) - cls.base_keys - cls.allowed)

@@ -88,11 +88,16 @@ class MetricRegistry(Registry["type[Metric]"]):
 
         Raises ``ValueError`` (a :class:`RegistryError`) if the name is taken by another
         class, and :class:`RegistryError` if ``cls`` is not a ``Metric`` subclass."""
-        existing = self._objects.get(cls.name)
+        existing = self.registered(cls.name)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
             raise MetricNameTakenError(
                 f"metric name {cls.name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
         self.register(cls.name, cls, aliases=(*cls.aliases, *cls.emitted()))
+
+    def oracles(self) -> list[str]:
+        """Names of the agent oracles (metrics declaring ``oracle = True``), sorted; imports
+        every built-in metric."""
+        return [name for name, cls in self.items() if getattr(cls, "oracle", False)]
 
     def get_class(self, name: str) -> type[Metric]:
         """The metric class registered under ``name`` (see :meth:`resolve`)."""

@@ -16,8 +16,10 @@ import json
 import polars as pl
 import pytest
 
+from metric_ops.registry import REGISTRY
+
 ENV = "tests.support.toy_env:ToyShop"
-ORACLES = ["episode_reward", "action_oracle", "outputs_oracle", "policy_oracle"]
+ORACLES = REGISTRY.oracles()  # every metric declaring oracle = True
 
 
 @pytest.fixture(scope="module")

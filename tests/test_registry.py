@@ -189,8 +189,53 @@ def test_every_metric_defined_in_metric_ops_is_in_the_builtin_table():
         from metric_ops.registry import BUILTIN_METRICS, REGISTRY
         for info in pkgutil.walk_packages(metric_ops.__path__, "metric_ops."):  # every module of every family
             importlib.import_module(info.name)
-        defined = {cls.name: f"{cls.__module__}:{cls.__qualname__}" for cls in REGISTRY._objects.values()
-                   if cls.__module__.startswith("metric_ops.")}
+        defined = {cls.name: f"{cls.__module__}:{cls.__qualname__}" for cls in map(REGISTRY.registered, REGISTRY.names())
+                   if cls is not None and cls.__module__.startswith("metric_ops.")}
         print(json.dumps(sorted(set(defined) - set(BUILTIN_METRICS))))
     """)
     assert json.loads(out) == []
+
+
+# ---------------------------------------------------------------------------- one way to register (issue 27)
+def test_flags_on_the_class_replace_side_lists():
+    """Oracles, live backends and plugin kinds are declared on their classes."""
+    from resources.backends import BACKENDS
+
+    assert REGISTRY.oracles() == ["action_oracle", "episode_reward", "outputs_oracle", "policy_oracle"]
+    assert {kind for kind in ("hf", "vllm", "api", "precomputed", "heuristic", "lm_eval") if BACKENDS[kind].live} == {"hf", "vllm", "api"}
+
+
+def test_a_plugin_registers_itself_and_checks_its_keys():
+    from resources.prompting.adapters import ADAPTERS, Adapter, AdapterError
+    from resources.prompting.annotators import ANNOTATORS, Annotator
+
+    class Echo(Adapter):
+        kind = "echo_test"
+        allowed = frozenset({"suffix"})
+
+    try:
+        assert ADAPTERS["echo_test"] is Echo and "echo_test" not in ANNOTATORS
+        assert Echo.unknown_keys({"kind": "echo_test", "template": "{input}", "suffix": "!", "sufix": "?"}) == ["sufix"]
+        with pytest.raises(AdapterError, match=r"unknown keys \['sufix'\]; allowed: \['suffix', 'template', 'version'\]"):
+            Echo({"kind": "echo_test", "sufix": "?"})
+    finally:
+        ADAPTERS.pop("echo_test")
+    assert Annotator.base_keys == {"name", "kind", "source"}
+
+
+def test_a_taken_name_is_refused_when_unique():
+    from metric_ops.plugins import Registry, RegistryError
+
+    registry: Registry[type] = Registry("thing")
+
+    class A:
+        pass
+
+    class B:
+        pass
+
+    registry.register("a", A, unique=True)
+    registry.register("a", A, unique=True)  # the same class again (a module reloaded): fine
+    with pytest.raises(RegistryError, match="thing name 'a' is already registered by .*A; choose another name"):
+        registry.register("a", B, unique=True)
+    assert registry.registered("a") is A and registry.registered("b") is None

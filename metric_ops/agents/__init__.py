@@ -15,7 +15,6 @@ from metric_ops.agents.oracles import (
     make_rule,
     PolicyOracle,
     PASS_SCORES,
-    ORACLES,
 )
 from metric_ops.agents.trajectory import (
     TrajectoryError,
@@ -54,7 +53,6 @@ __all__ = [
     "make_rule",
     "PolicyOracle",
     "PASS_SCORES",
-    "ORACLES",
     "TrajectoryError",
     "load_messages",
     "EpisodeCall",

@@ -70,6 +70,7 @@ class EpisodeReward(Metric):
     """
 
     name = "episode_reward"
+    oracle = True
     direction = Direction.MAXIMIZE
     score_directions = {"episode_reward": Direction.MAXIMIZE, "episode_pass": Direction.MAXIMIZE}
     dimension = "process"
@@ -132,6 +133,7 @@ class ActionOracle(Metric):
     """
 
     name = "action_oracle"
+    oracle = True
     direction = Direction.MAXIMIZE
     score_directions = {"action_match": Direction.MAXIMIZE, "action_f1": Direction.MAXIMIZE}
     dimension = "process"
@@ -226,6 +228,7 @@ class OutputsOracle(Metric):
     """
 
     name = "outputs_oracle"
+    oracle = True
     direction = Direction.MAXIMIZE
     score_directions = {"outputs_match": Direction.MAXIMIZE, "outputs_recall": Direction.MAXIMIZE}
     dimension = "factual"
@@ -295,10 +298,7 @@ class PolicyRule:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.name:
-            existing = POLICY_RULES._objects.get(cls.name)
-            if existing is not None and existing.__qualname__ != cls.__qualname__:
-                raise ValueError(f"policy rule name {cls.name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
-            POLICY_RULES[cls.name] = cls
+            POLICY_RULES.register(cls.name, cls, unique=True)
 
     def __init__(self, **params: Any) -> None:
         self.params = dict(params)
@@ -366,6 +366,7 @@ class PolicyOracle(Metric):
     """
 
     name = "policy_oracle"
+    oracle = True
     direction = Direction.MAXIMIZE
     score_directions = {"policy_compliance": Direction.MAXIMIZE}
     dimension = "process"
@@ -408,4 +409,3 @@ PASS_SCORES: dict[str, str] = {
     "outputs_match": "outputs_oracle",
     "policy_compliance": "policy_oracle",
 }
-ORACLES: tuple[str, ...] = ("episode_reward", "action_oracle", "outputs_oracle", "policy_oracle")

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
-from metric_ops.plugins import Registry, UnknownNameError
+from metric_ops.plugins import Plugin, Registry, UnknownNameError
 from resources.backends import GenerationRequest, GenerationResult
 
 ALPACA = "### Instruction:\n{instruction}\n\n### Input:\n{input}\n\n### Response:\n"
@@ -95,23 +95,18 @@ def render(template: str, sample: Sample, **extra: Any) -> str:
     return template.format(**values)
 
 
-class Adapter:
-    """Base adapter: ``request(sample)`` builds one :class:`GenerationRequest`."""
+class Adapter(Plugin):
+    """Base adapter: ``request(sample)`` builds one :class:`GenerationRequest`. A subclass
+    with a ``kind`` registers itself in :data:`ADAPTERS` (:class:`metric_ops.plugins.Plugin`)."""
 
-    kind: ClassVar[str] = ""
-    version: ClassVar[str] = "1"
-    allowed: ClassVar[frozenset[str]] = frozenset()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.kind:
-            ADAPTERS[cls.kind] = cls
+    registry = ADAPTERS
+    base_keys = frozenset({"kind", "version", "template"})
 
     def __init__(self, config: Mapping[str, Any], pool: Sequence[Sample] | None = None) -> None:
         self.config = dict(config)
-        unknown = set(self.config) - {"kind", "version", "template", *self.allowed}
+        unknown = self.unknown_keys(self.config)
         if unknown:
-            raise AdapterError(f"adapter {self.kind!r}: unknown keys {sorted(unknown)}; allowed: {sorted({'template', 'version', *self.allowed})}")
+            raise AdapterError(f"adapter {self.kind!r}: unknown keys {unknown}; allowed: {sorted({'template', 'version', *self.allowed})}")
         self.pool = list(pool or [])
 
     @property

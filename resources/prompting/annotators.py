@@ -35,11 +35,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from metric_ops.base import Sample
 from metric_ops.errors import FacetlakeError
-from metric_ops.plugins import Registry, UnknownNameError
+from metric_ops.plugins import Plugin, Registry, UnknownNameError
 
 # annotator kind -> Annotator subclass; a subclass with a ``kind`` registers itself when defined
 ANNOTATORS: Registry[type["Annotator"]] = Registry("annotator kind", base="resources.prompting.annotators:Annotator")
@@ -61,26 +61,21 @@ class Annotation:
     error: str | None = None
 
 
-class Annotator:
-    """Base class; subclasses set ``kind``/``version``/``allowed`` and implement ``annotate``."""
+class Annotator(Plugin):
+    """Base class; subclasses set ``kind``/``version``/``allowed`` and implement ``annotate``.
+    A subclass with a ``kind`` registers itself in :data:`ANNOTATORS` (:class:`metric_ops.plugins.Plugin`)."""
 
-    kind: ClassVar[str] = ""
-    version: ClassVar[str] = "1"
-    allowed: ClassVar[frozenset[str]] = frozenset()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.kind:
-            ANNOTATORS[cls.kind] = cls
+    registry = ANNOTATORS
+    base_keys = frozenset({"name", "kind", "source"})
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.config = dict(config)
         self.name = str(self.config.get("name") or "")
         if not re.fullmatch(r"[a-z0-9_.-]{1,64}", self.name):
             raise AnnotatorError(f"annotator {self.config!r}: name must match [a-z0-9_.-]+ (e.g. name: answer)")
-        unknown = set(self.config) - {"name", "kind", "source", *self.allowed}
+        unknown = self.unknown_keys(self.config)
         if unknown:
-            raise AnnotatorError(f"annotator {self.name!r} ({self.kind}): unknown keys {sorted(unknown)}; allowed: {sorted(self.allowed | {'source'})}")
+            raise AnnotatorError(f"annotator {self.name!r} ({self.kind}): unknown keys {unknown}; allowed: {sorted(self.allowed | {'source'})}")
         self.source = self.config.get("source")
 
     def signature(self) -> str:
