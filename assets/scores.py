@@ -11,7 +11,7 @@ metrics and replaces only their rows: no other metric is recomputed and the
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Sequence
 
 import dagster as dg
 import polars as pl
@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from assets.declare import delta_asset, table_metadata
 from metric_ops.identity import parse_signature
-from metric_ops.registry import REGISTRY
+from metric_ops.registry import REGISTRY, merged_params
 from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
 from metric_ops.scoring.frame import score_frame
 from metric_ops.stats.trials import expand_trials, split_trial
@@ -28,7 +28,7 @@ from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json
 from metric_ops.judged.judging import repeated_judging
-from resources.scoring.judges import judge_session, merged_params
+from resources.scoring.judges import judge_session
 from resources.lake.resource import LakeStore
 from resources.privacy.outbound import offline_mode
 from resources.privacy.session import anonymised_references, offline_refusal_rows
@@ -113,13 +113,21 @@ def score_checks(stored: pl.DataFrame) -> list[dg.AssetCheckResult]:
     ]
 
 
-class ScoresConfig(dg.Config):
-    """Run config of ``scores``: ``metrics`` empty = every metric of the evaluation."""
+class MetricRequestConfig(dg.Config):
+    """One metric to score, typed: its registry name and the parameters given at rescoring
+    time (e.g. ``{judge: "api:gpt-4o-mini@https://api.openai.com/v1"}``), merged over the
+    evaluation's ``metric_params``. The CLI resolves ``--metric``/``--param`` into these
+    once (:func:`metric_ops.registry.metric_requests`)."""
 
-    metrics: list[str] = []
-    # metric parameters at rescoring time: "KEY=VALUE" for every selected metric or "METRIC.KEY=VALUE"
-    # (e.g. "judge=api:gpt-4o-mini@https://api.openai.com/v1"); merged over the spec's metric_params
-    params: list[str] = []
+    name: str
+    params: dict[str, Any] = {}
+
+
+class ScoresConfig(dg.Config):
+    """Run config of ``scores``: ``metrics`` empty = every metric of the evaluation (with
+    the spec's parameters); otherwise only those, e.g. ``metrics: [{name: chrf}]``."""
+
+    metrics: list[MetricRequestConfig] = []
     # full runs keep a metric whose stored rows were computed from identical inputs under the same signature
     reuse: bool = True
 
@@ -163,12 +171,12 @@ def reusable_signatures(lake: LakeStore, model: str, fingerprint: str, digest: s
 
 
 def score_partition(
-    lake: LakeStore, model: str, fingerprint: str, metrics: list[str] | None, run_id: str,
-    params: list[str] | None = None, reuse: bool = True,
+    lake: LakeStore, model: str, fingerprint: str, metrics: Sequence[Any] | None, run_id: str, reuse: bool = True,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None, dict[str, Any]]:
     """Score the stored generations of one partition.
 
-    ``metrics`` None scores the evaluation's whole metric set (its spec's metrics, those
+    ``metrics``: requests (anything with ``name`` and ``params``: :class:`MetricRequestConfig`,
+    :class:`metric_ops.registry.MetricRequest`) or plain names; None scores the evaluation's whole metric set (its spec's metrics, those
     added with ``facetlake score``, and the dataset's human ratings for a
     ``precomputed:column=`` model); with ``reuse`` a metric whose stored rows were computed
     from identical inputs under the same signature is kept, not recomputed. Returns the
@@ -195,8 +203,9 @@ def score_partition(
         by_base = getattr(spec, "trial_repeat", "both") == "judging"
         outputs = [outputs_by_id.get(split_trial(s.sample_id)[0] if by_base else s.sample_id) for s in samples]
     metric_inputs = MetricInputs(lake, model, fingerprint, samples, outputs)
-    selected = list(metrics) if metrics else list(spec.metrics)
-    names = [REGISTRY.resolve(m) for m in selected]  # fail fast on unknown names, before any work
+    requested = [(m, {}) if isinstance(m, str) else (m.name, dict(m.params)) for m in (metrics or spec.metrics)]
+    overrides = {REGISTRY.resolve(name): params for name, params in requested}  # fail fast on unknown names, before any work
+    names = list(overrides)
     annotations = lake.read("annotations", where={"model": model, "fingerprint": fingerprint}) if lake.exists("annotations") else None
     digest = inputs_digest(samples, outputs, annotations)
     reusable = reusable_signatures(lake, model, fingerprint, digest) if (reuse and not metrics) else set()
@@ -209,7 +218,7 @@ def score_partition(
     with judge_session(lake), repeated_judging(fresh):
         for name in names:
             # annotation values / token log-probabilities where the metric asks for them (issue 7)
-            metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, params))
+            metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, overrides[name]))
             signature = metric.signature()
             if signature in reusable:
                 report["reused"].append(signature)
@@ -302,7 +311,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     started = utcnow()
     model, fingerprint = partition_parts(context)
     generations_version = lake.version("generations")
-    rows, where, report = score_partition(lake, model, fingerprint, config.metrics or None, context.run_id, config.params,
+    rows, where, report = score_partition(lake, model, fingerprint, config.metrics or None, context.run_id,
                                           reuse=config.reuse)
     version = lake.replace("scores", rows, where) if where else lake.version("scores")
     if report["reused"]:
@@ -312,7 +321,8 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     record_run(
         lake, context, asset="scores", table="scores", version=version, rows=rows.height, started_at=started,
         model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
-        provenance={"metrics": config.metrics or "all", "signatures": sorted(rows["signature"].unique().to_list()),
+        provenance={"metrics": [m.name for m in config.metrics] or "all",
+                    "params": {m.name: m.params for m in config.metrics if m.params}, "signatures": sorted(rows["signature"].unique().to_list()),
                     "computed": report["computed"], "reused": report["reused"], "inputs_sha256": report["inputs_sha256"],
                     "read": {"generations": generations_version, "samples": lake.version("samples"),
                              **({"episodes": lake.version("episodes")} if lake.exists("episodes") else {})}},

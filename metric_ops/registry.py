@@ -10,7 +10,8 @@ registers itself when defined (``Metric.__init_subclass__``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from metric_ops.errors import FacetlakeError
 from metric_ops.plugins import Registry, RegistryError, UnknownNameError
@@ -19,8 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.base import Metric
 
 __all__ = [
-    "BUILTIN_METRICS", "REGISTRY", "MetricParamError", "MetricRegistry", "UnknownMetricError", "check_params", "get_metric",
-    "list_metrics",
+    "BUILTIN_METRICS", "REGISTRY", "MetricParamError", "MetricRegistry", "MetricRequest", "UnknownMetricError", "check_params",
+    "get_metric", "list_metrics", "merged_params", "metric_requests", "parse_param_overrides",
 ]
 
 # Every built-in metric: canonical name -> "module:Class", imported on first use.
@@ -231,6 +232,83 @@ def check_params(cls: type[Metric], params: dict[str, Any]) -> dict[str, Any]:
         hint = hints.get(key)
         out[key] = value if hint is None or hint is Any else _convert(cls.name, key, value, hint)
     return out
+
+
+# --------------------------------------------------------------------------- parameters at rescoring time
+def parse_param_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["judge=api:m@URL", "faithfulness.max_attempts=3"]`` -> ``{"*": {"judge": ...},
+    "faithfulness": {"max_attempts": 3}}``: the ``--param`` strings of ``facetlake score``
+    and ``judge``, parsed once. Values are read as YAML scalars/lists (``n=5`` is an int,
+    ``judges=[a, b]`` a list); a value YAML cannot read stays a string. A ``METRIC.``
+    prefix may be any name or alias (``rougeL.use_stemmer``) and is stored under the
+    canonical name. Raises ``ValueError`` for an item without ``=``,
+    :class:`UnknownMetricError` for an unknown prefix and
+    :class:`~metric_ops.secrets.SecretInputError` for a value that looks like a secret
+    (``api_key=sk-...``, a judge URL with a password; :mod:`metric_ops.secrets`): these
+    parameters are stored (run config, signatures, the evaluation's metrics)."""
+    import yaml
+
+    from metric_ops.secrets import JUDGE_FIX, refuse_secrets
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            refuse_secrets(item, "command-line parameter", fix=JUDGE_FIX)  # the message below quotes the item
+            raise ValueError(f"metric parameter {item!r} is not KEY=VALUE (or METRIC.KEY=VALUE), e.g. judge=api:gpt-4o-mini@https://api.openai.com/v1")
+        metric, dot, name = key.rpartition(".")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        if isinstance(value, (dict,)) and ":" in raw and not raw.strip().startswith("{"):
+            value = raw  # e.g. api:m@http://host:8000/v1 read by YAML as a mapping
+        refuse_secrets({key: value}, "command-line parameter", fix=JUDGE_FIX)
+        if dot:
+            metric = REGISTRY.resolve(metric)
+        out.setdefault(metric if dot else "*", {})[name if dot else key] = value
+    return out
+
+
+def merged_params(spec_params: Mapping[str, Mapping[str, Any]], name: str,
+                  overrides: Sequence[str] | Mapping[str, Any] | None) -> dict[str, Any]:
+    """Parameters of metric ``name``: the evaluation spec's ``metric_params[name]``, then
+    the overrides: a request's parsed parameters (a mapping), or ``--param`` strings
+    (``KEY=VALUE`` for every metric, then ``NAME.KEY=VALUE``)."""
+    if isinstance(overrides, Mapping):
+        return {**dict(spec_params.get(name, {})), **dict(overrides)}
+    parsed = parse_param_overrides(list(overrides or []))
+    return {**dict(spec_params.get(name, {})), **parsed.get("*", {}), **parsed.get(name, {})}
+
+
+@dataclass(frozen=True)
+class MetricRequest:
+    """One metric to score: its canonical registry ``name`` and the ``params`` given at
+    rescoring time (parsed, typed values; the evaluation's ``metric_params`` are merged
+    under them where the metric is built)."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def metric_requests(metrics: Sequence[str], params: Sequence[str] = ()) -> list[MetricRequest]:
+    """``--metric`` names and ``--param`` strings resolved once: one :class:`MetricRequest`
+    per metric (canonical name, each once, in order), with the ``KEY=VALUE`` parameters
+    for every metric and its own ``METRIC.KEY=VALUE`` ones.
+
+    Raises :class:`UnknownMetricError` ("did you mean") for an unknown name, the errors of
+    :func:`parse_param_overrides`, and ``ValueError`` for a ``METRIC.`` prefix naming a
+    metric that is not requested (the fix named)."""
+    names = list(dict.fromkeys(REGISTRY.resolve(m) for m in metrics))
+    overrides = parse_param_overrides(list(params))
+    stray = sorted(set(overrides) - {"*", *names})
+    if stray:
+        raise ValueError(
+            f"--param names {', '.join(stray)}, which is not among the metrics being scored ({', '.join(names)}); "
+            f"add --metric {stray[0]} or drop the METRIC. prefix"
+        )
+    return [MetricRequest(name, {**overrides.get("*", {}), **overrides.get(name, {})}) for name in names]
 
 
 REGISTRY = MetricRegistry()

@@ -35,7 +35,7 @@ scores_job = _job(
     "scores_job",
     ("scores",),
     partitions_def=pair_partitions,
-    description="Score stored generations of one pair (run config ops.scores.config.metrics: only those metrics); "
+    description="Score stored generations of one pair (run config ops.scores.config.metrics: [{name: chrf, params: {}}]: only those metrics); "
                 "`facetlake score --submit` queues it.",
 )
 

@@ -239,3 +239,27 @@ def test_a_taken_name_is_refused_when_unique():
     with pytest.raises(RegistryError, match="thing name 'a' is already registered by .*A; choose another name"):
         registry.register("a", B, unique=True)
     assert registry.registered("a") is A and registry.registered("b") is None
+
+
+def test_a_metric_request_is_resolved_once_and_crosses_dagster_typed(monkeypatch):
+    """``--metric``/``--param`` become one typed request per metric (issue 27): aliases to
+    canonical names (each once), KEY=VALUE for all, METRIC.KEY=VALUE for one, YAML types."""
+    from assets.scores import ScoresConfig
+    from metric_ops.registry import MetricRequest, metric_requests
+    from pipelines.runs.runner import scores_run_config
+
+    requests = metric_requests(["rougeL", "chrf", "ROUGE-L"], ["chrf.char_order=4", "n=5"])
+    assert requests == [MetricRequest("rouge_l", {"n": 5}), MetricRequest("chrf", {"n": 5, "char_order": 4})]
+    with pytest.raises(ValueError, match="--param names bleu, which is not among the metrics being scored"):
+        metric_requests(["chrf"], ["bleu.tokenize=13a"])
+    config = ScoresConfig(**scores_run_config(requests)["ops"]["scores"]["config"])
+    assert [(m.name, m.params) for m in config.metrics] == [("rouge_l", {"n": 5}), ("chrf", {"n": 5, "char_order": 4})]
+    assert scores_run_config(["chrf"])["ops"]["scores"]["config"]["metrics"] == [{"name": "chrf", "params": {}}]
+    # parsed once per command, however many partitions and metrics it scores
+    import metric_ops.registry as registry
+
+    calls = []
+    original = registry.parse_param_overrides
+    monkeypatch.setattr(registry, "parse_param_overrides", lambda items: calls.append(items) or original(items))
+    metric_requests(["chrf", "bleu"], ["chrf.char_order=4"])
+    assert len(calls) == 1

@@ -130,7 +130,7 @@ def test_every_shipped_spec_still_registers_and_every_profile_loads(tmp_path, da
 
 def test_judge_spec_param_and_lm_eval_args_are_refused_where_they_are_parsed():
     from metric_ops.judged.judging import JudgeSpecError, resolve_judge
-    from resources.scoring.judges import parse_param_overrides
+    from metric_ops.registry import parse_param_overrides
     from resources.lm_eval.bridge import validate_section
     from resources.lm_eval.common import LmEvalError
     from resources.lm_eval.models import lm_eval_model

@@ -179,7 +179,7 @@ def test_daemon_path_end_to_end(deployment, tmp_path):
     key = f"beta@{fp_b[:12]}:b1"
     d.defs.resolve_job_def("evaluation_job").execute_in_process(
         partition_key=key, instance=d.instance, asset_selection=[dg.AssetKey("scores")],
-        run_config={"ops": {"scores": {"config": {"metrics": ["token_f1"]}}}})
+        run_config={"ops": {"scores": {"config": {"metrics": [{"name": "token_f1"}]}}}})
     requests = d.tick(analysis_sensor)
     assert [r.partition_key for r in requests] == [f"beta@{fp_b[:12]}"]
     assert "token_f1" in set(lake.read("summary", where={"fingerprint": fp_b, "model": "b1"})["metric"])

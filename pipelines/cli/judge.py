@@ -119,11 +119,10 @@ def stability(
 
     from assets.common import load_samples
     from metric_ops.judged.judging import use_cache
-    from metric_ops.registry import REGISTRY, UnknownMetricError
+    from metric_ops.registry import REGISTRY, UnknownMetricError, merged_params, metric_requests
     from metric_ops.scoring.rows import score_metric
     from pipelines.runs.runner import stored_partitions
     from resources.catalog import evaluation_spec
-    from resources.scoring.judges import merged_params
 
     store = open_lake(lake)
     parts = [(m, fp) for m, fp in stored_partitions(store, fingerprint) if model is None or m == model]
@@ -131,8 +130,8 @@ def stability(
         fail(f"no stored generations under {store.root} matching the filters; run `facetlake run CONFIG` first")
     params = [*param, *([f"judge={judge}"] if judge else [])]
     try:
-        names = [REGISTRY.resolve(m) for m in metric]
-    except UnknownMetricError as exc:
+        requests = metric_requests(metric, params)  # names and --param parsed once
+    except (UnknownMetricError, ValueError) as exc:
         fail(str(exc))
     out_rows = []
     for m, fp in parts:
@@ -141,9 +140,10 @@ def stability(
         gens = store.read("generations", where={"model": m, "fingerprint": fp}, columns=["sample_id", "output", "status"])
         by_id = {r["sample_id"]: (r["output"] if r["status"] == "ok" else None) for r in gens.iter_rows(named=True)}
         outputs = [by_id.get(s.sample_id) for s in samples]
-        for name in names:
+        for request in requests:
+            name = request.name
             try:
-                instance = REGISTRY.create(name, **merged_params(spec.metric_params, name, params))
+                instance = REGISTRY.create(name, **merged_params(spec.metric_params, name, request.params))
             except (ValueError, TypeError) as exc:
                 fail(f"{name}: {exc}")
             runs = []
@@ -201,7 +201,7 @@ def halueval(
     from metric_ops.judged.judging import MemoryJudgeCache, use_cache
     from metric_ops.scoring.rows import score_metric
     from resources.datasets import DatasetError, make_dataset
-    from resources.scoring.judges import merged_params
+    from metric_ops.registry import merged_params
 
     try:
         samples = make_dataset({"kind": "halueval", "limit": limit, **({"path": path} if path else {})}).load()

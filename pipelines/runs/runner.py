@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import dagster as dg
 import polars as pl
@@ -57,22 +57,28 @@ def materialize_samples(fingerprint: str, lake: LakeStore, instance: dg.DagsterI
     return _materialize(["samples"], evaluation_partition(lake, fingerprint), lake, instance)
 
 
+def scores_run_config(metrics: Sequence[Any] | None) -> dict[str, Any]:
+    """The run config of the ``scores`` op for ``metrics`` (:class:`MetricRequest` objects
+    or names; None or empty: every metric of the evaluation): one typed request per metric."""
+    requests = [{"name": m, "params": {}} if isinstance(m, str) else {"name": m.name, "params": dict(m.params)} for m in metrics or []]
+    return {"ops": {"scores": {"config": {"metrics": requests}}}}
+
+
 def materialize_model(
-    model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
-    generate: bool = True, params: list[str] | None = None,
+    model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: Sequence[Any] | None = None,
+    generate: bool = True,
 ) -> dg.ExecuteInProcessResult:
-    """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one registered pair."""
+    """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one
+    registered pair; ``metrics``: only these (requests or names, :func:`scores_run_config`)."""
     selection = ["generations", "annotations", "scores"] if generate else ["scores"]
-    run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": list(params or [])}}}}
-    return _materialize(selection, model_partition(lake, model, fingerprint), lake, instance, run_config)
+    return _materialize(selection, model_partition(lake, model, fingerprint), lake, instance, scores_run_config(metrics))
 
 
 def materialize_episodes(
     model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialise ``episodes`` (read or run the agent's episodes) and ``scores`` for one agent partition (issue 17)."""
-    run_config = {"ops": {"scores": {"config": {"metrics": list(metrics or []), "params": []}}}}
-    return _materialize(["episodes", "scores"], model_partition(lake, model, fingerprint), lake, instance, run_config)
+    return _materialize(["episodes", "scores"], model_partition(lake, model, fingerprint), lake, instance, scores_run_config(metrics))
 
 
 def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
@@ -231,37 +237,30 @@ def rescore(
     Returns one record per partition: model, fingerprint, evaluation, metrics run or skipped,
     and ``verdicts_refreshed``: the evaluation's verdict assets recomputed (empty when fresh).
     """
-    from metric_ops.registry import REGISTRY
+    from metric_ops.registry import merged_params, metric_requests
     from resources.scoring.metric_inputs import build_metric
-    from resources.scoring.judges import merged_params, parse_param_overrides
 
-    names = [REGISTRY.resolve(m) for m in metrics]
-    overrides = parse_param_overrides(list(params or []))
-    stray = sorted(set(overrides) - {"*", *names})
-    if stray:
-        raise ValueError(
-            f"--param names {', '.join(stray)}, which is not among the metrics being scored ({', '.join(names)}); "
-            f"add --metric {stray[0]} or drop the METRIC. prefix"
-        )
+    requests = {r.name: r for r in metric_requests(metrics, list(params or []))}  # names and --param parsed once
+    names = list(requests)
     done: list[dict[str, Any]] = []
     existing = committed_scores(lake)
     added: set[str] = set()
     for model, fp in stored_partitions(lake, fingerprint):
         row = evaluation_row(lake, fp)
         if row["name"] not in added:
-            add_metrics(lake, row["name"], {n: {**overrides.get("*", {}), **overrides.get(n, {})} for n in names})
+            add_metrics(lake, row["name"], {n: dict(r.params) for n, r in requests.items()})
             added.add(row["name"])
         spec = evaluation_spec(lake, fp)
         todo = []
         for name in names:
-            signature = build_metric(name, merged_params(spec.metric_params, name, params))[0].signature()  # use_annotation aware
+            signature = build_metric(name, merged_params(spec.metric_params, name, requests[name].params))[0].signature()  # use_annotation aware
             have = existing is not None and existing.filter(
                 (pl.col("model") == model) & (pl.col("fingerprint") == fp) & (pl.col("signature") == signature)
             ).height > 0
             if force or not have:
                 todo.append(name)
         if todo and not submit:
-            materialize_model(model, fp, lake, instance, metrics=todo, generate=False, params=params)
+            materialize_model(model, fp, lake, instance, metrics=[requests[n] for n in todo], generate=False)
         done.append({"model": model, "fingerprint": fp, "evaluation": row["name"], "scored": todo,
                      "skipped": [n for n in names if n not in todo]})
     # every evaluation in scope, not only those scored now: a run killed after its scores and before
@@ -274,7 +273,7 @@ def rescore(
 
         config = {"resources": {"lake": {"config": {"root": lake.root}}}}
         specs = [RunSpec("scores_job", model_partition(lake, d["model"], d["fingerprint"]), {"facetlake/source": "cli-submit"},
-                         {**config, "ops": {"scores": {"config": {"metrics": d["scored"], "params": list(params or [])}}}})
+                         {**config, **scores_run_config([requests[n] for n in d["scored"]])})
                  for d in done if d["scored"]]
         if specs or any(state.stale for state in freshness(lake, evaluations).values()):  # no code server for nothing
             with workspace(instance) as context:

@@ -11,8 +11,6 @@ from resources.scoring.judges import (
     judge_for,
     DeltaJudgeCache,
     judge_session,
-    parse_param_overrides,
-    merged_params,
 )
 
 __all__ = [
@@ -26,6 +24,4 @@ __all__ = [
     "judge_for",
     "DeltaJudgeCache",
     "judge_session",
-    "parse_param_overrides",
-    "merged_params",
 ]

@@ -24,9 +24,7 @@ import functools
 import math
 import os
 import threading
-from typing import Any, Iterator, Mapping, Sequence
-
-import yaml
+from typing import Any, Iterator, Mapping
 
 from metric_ops.base import Sample
 from metric_ops.judged.replies import JudgeReply, TokenLogprob
@@ -226,53 +224,3 @@ def judge_session(lake: LakeStore) -> Iterator[DeltaJudgeCache]:
             yield cache
     finally:
         cache.flush()
-
-
-# --------------------------------------------------------------------------- parameters at rescoring time
-
-
-def _judge_fix(path: str) -> str:
-    from resources.catalog.spec import secret_fix
-
-    return secret_fix("judge")  # metric parameters: the keys a metric uses are its judge's
-
-
-def parse_param_overrides(items: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``["judge=api:m@URL", "faithfulness.max_attempts=3"]`` -> ``{"*": {"judge": ...},
-    "faithfulness": {"max_attempts": 3}}``. Values are read as YAML scalars/lists
-    (``n=5`` is an int, ``judges=[a, b]`` a list); a value YAML cannot read stays a string.
-    A ``METRIC.`` prefix may be any name or alias (``rougeL.use_stemmer``) and is stored
-    under the canonical name. Raises ``ValueError`` for an item without ``=``,
-    :class:`~metric_ops.registry.UnknownMetricError` for an unknown prefix and
-    :class:`~metric_ops.secrets.SecretInputError` for a value that looks like a secret
-    (``api_key=sk-...``, a judge URL with a password; :mod:`metric_ops.secrets`): these
-    parameters are stored (run config, signatures, the evaluation's metrics)."""
-    from metric_ops.registry import REGISTRY
-    from metric_ops.secrets import refuse_secrets
-
-    out: dict[str, dict[str, Any]] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            refuse_secrets(item, "command-line parameter", fix=_judge_fix)  # the message below quotes the item
-            raise ValueError(f"metric parameter {item!r} is not KEY=VALUE (or METRIC.KEY=VALUE), e.g. judge=api:gpt-4o-mini@https://api.openai.com/v1")
-        metric, dot, name = key.rpartition(".")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        if isinstance(value, (dict,)) and ":" in raw and not raw.strip().startswith("{"):
-            value = raw  # e.g. api:m@http://host:8000/v1 read by YAML as a mapping
-        refuse_secrets({key: value}, "command-line parameter", fix=_judge_fix)
-        if dot:
-            metric = REGISTRY.resolve(metric)
-        out.setdefault(metric if dot else "*", {})[name if dot else key] = value
-    return out
-
-
-def merged_params(spec_params: Mapping[str, Mapping[str, Any]], name: str, overrides: Sequence[str] | None) -> dict[str, Any]:
-    """Parameters of metric ``name``: the evaluation spec's ``metric_params[name]``, then
-    ``KEY=VALUE`` overrides for every metric, then ``NAME.KEY=VALUE`` ones."""
-    parsed = parse_param_overrides(list(overrides or []))
-    return {**dict(spec_params.get(name, {})), **parsed.get("*", {}), **parsed.get(name, {})}

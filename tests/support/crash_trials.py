@@ -106,7 +106,7 @@ def workload(folder: Path, spec_path: Path, export_to: Path, force: bool) -> Non
     done = committed_scores(lake)
     have = done is not None and done.filter((done["signature"] == signature)).height > 0
     if force or not have:
-        _invoke(scores, pkey, lake, instance, ScoresConfig(metrics=["token_f1"]))
+        _invoke(scores, pkey, lake, instance, ScoresConfig(metrics=[{"name": "token_f1"}]))
     _invoke(summary, ekey, lake, instance)
     export_evidence(lake, fp, export_to)
     for run in instance.get_runs(filters=dg.RunsFilter(tags=process_tags(), statuses=[dg.DagsterRunStatus.STARTED])):
