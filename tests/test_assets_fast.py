@@ -1,4 +1,4 @@
-"""Fast asset tier: the scores-reading assets called directly with
+"""Fast asset tier: the assets called directly with
 ``dg.build_asset_context(partition_key=...)``, a LakeStore on ``tmp_path`` and small
 in-memory polars frames (no Dagster run, no subprocess, no model): what each asset
 writes is checked against values computed by hand."""
@@ -12,9 +12,12 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
+from assets.annotations import annotations
 from assets.comparisons import ComparisonsConfig, comparisons
 from assets.correlations import CorrelationsConfig, correlations
-from assets.partitions import evaluation_partitions
+from assets.generations import GenerationsConfig, generations
+from assets.partitions import evaluation_partitions, pair_partitions
+from assets.samples import samples
 from assets.summary import summary
 from resources.catalog import register_evaluation
 from resources.catalog.spec import resolve
@@ -156,3 +159,46 @@ def test_scores_writes_the_structured_params_column(registered):
     human = {m: i for m, i in identities.items() if m.startswith("human:")}
     assert human  # SF-RES carries human ratings: precomputed:column= rows score them
     assert all(i == {"metric": m, "version": None, "params": {"source": "dataset"}} for m, i in human.items())
+
+
+def test_samples_generations_and_annotations_called_directly(tmp_path):
+    """The first three assets of a pair, in process: samples (with its three checks),
+    generations (a multi-asset: its table, token_logprobs and lm_eval_responses, and its
+    two checks), annotations (a regex annotator over the stored outputs)."""
+    from pipelines.definitions import build_resources
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    spec = small_spec(name="first-three", limit=N, metrics=("exact_match",),
+                      annotators=[{"name": "first_word", "kind": "regex", "pattern": r"^\W*(\w+)"}])
+    resolved = resolve(spec)
+    registration = register_evaluation(lake, resolved)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(evaluation_partitions.name, [registration.partition_key])
+    instance.add_dynamic_partitions(pair_partitions.name, list(registration.pair_keys.values()))
+    resources = {**build_resources(lake.root), "lake": lake}
+    pair = registration.pair_keys["sfres-system"]
+
+    with dg.build_asset_context(partition_key=registration.partition_key, resources=resources, instance=instance) as ctx:
+        out = list(samples(ctx))
+    materialized, checks = out[0], out[1:]
+    assert materialized.metadata["dagster/row_count"] == N and all(c.passed for c in checks) and len(checks) == 3
+    assert lake.read("samples", where={"fingerprint": resolved.fingerprint}).height == N
+
+    with dg.build_asset_context(partition_key=pair, resources=resources, instance=instance) as ctx:
+        results = generations(ctx, GenerationsConfig())
+    by_key = {r.asset_key.to_user_string(): r for r in results}
+    assert set(by_key) == {"generations", "token_logprobs", "lm_eval_responses"}
+    assert by_key["generations"].metadata["dagster/row_count"] == N and by_key["token_logprobs"].metadata["dagster/row_count"] == 0
+    assert [c.passed for c in by_key["generations"].check_results] == [True, True]
+    stored = lake.read("generations", where={"fingerprint": resolved.fingerprint})
+    outputs = dict(zip(stored["sample_id"], stored["output"]))
+    assert outputs == {s.sample_id: s.metadata["system_output"] for s in resolved.samples}
+
+    with dg.build_asset_context(partition_key=pair, resources=resources, instance=instance) as ctx:
+        result = annotations(ctx)
+    assert result.metadata["dagster/row_count"] == N
+    rows = lake.read("annotations", where={"fingerprint": resolved.fingerprint})
+    import re
+
+    expected = {sid: re.match(r"^\W*(\w+)", text).group(1) for sid, text in outputs.items()}
+    assert dict(zip(rows["sample_id"], rows["value"])) == expected
