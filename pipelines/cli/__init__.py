@@ -23,6 +23,7 @@ from pipelines.cli import query as cli_query
 from pipelines.cli import report as cli_report
 from pipelines.cli import run as cli_run
 from pipelines.cli import judge as judge_cli
+from pipelines.cli import view as cli_view
 from pipelines.cli.common import err, first_sentence, show_flags_as_flags
 from pipelines.quiet import quiet_libraries
 
@@ -41,7 +42,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # every command module defines its own Typer; merged here in the order `--help` lists them
-for _commands in (cli_run, cli_query, cli_report, cli_evaluations, cli_audit, judge_cli, bfcl_demo, cli_agents,
+for _commands in (cli_run, cli_query, cli_report, cli_view, cli_evaluations, cli_audit, judge_cli, bfcl_demo, cli_agents,
                   cli_lm_eval, cli_admin):
     app.add_typer(_commands.app)
 

@@ -1,0 +1,13 @@
+"""The results viewer (issue 29): ``facetlake view`` serves a local web app over the lake,
+read through the read-only DuckDB connection and paged on the server.
+
+- :mod:`~pipelines.view.data`: the queries (evaluations, the compare view, one sample, a
+  metric's history across runs);
+- :mod:`~pipelines.view.app`: the Starlette app rendering Jinja2 templates (no script,
+  font or style from outside the server).
+"""
+
+from pipelines.view.app import create_app, word_diff
+from pipelines.view.data import CompareQuery, LakeReader, ViewError, compare_page, compare_sql
+
+__all__ = ["CompareQuery", "LakeReader", "ViewError", "compare_page", "compare_sql", "create_app", "word_diff"]

@@ -1,0 +1,248 @@
+"""The results viewer (issue 29), on a real lake: SF-RES rows scored for two models (the
+system outputs and the copy-input reference system), read through the viewer's queries and
+through its pages in Chromium. Every view is checked against SQL written independently
+here (DuckDB over the same lake), never against the viewer's own numbers."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from urllib.parse import urlencode
+
+import polars as pl
+import pytest
+
+from pipelines.view import CompareQuery, LakeReader, ViewError, compare_page, create_app, word_diff
+from resources.sql.query import query
+from tests.browser_support import chromium
+from tests.conftest import small_spec
+
+pytestmark = pytest.mark.xdist_group("viewer")
+N = 120
+MODEL = "tuned"  # the other model: its outputs file is written from the data (below)
+MODELS = ("sfres-system", MODEL)
+
+
+def tuned_outputs(samples, path):
+    """A second system over the same samples: the reference (better) on every third sample,
+    the input copied (worse) on the next, the system's own output on the rest (equal)."""
+    import json
+
+    with open(path, "w") as f:
+        for i, s in enumerate(samples):
+            output = [s.references[0], s.input, s.metadata["system_output"]][i % 3]
+            f.write(json.dumps({"sample_id": s.sample_id, "output": output}) + "\n")
+
+
+@pytest.fixture(scope="module")
+def viewed(tmp_path_factory, instance):
+    """(lake, fingerprint, reader): SF-RES's first N rows under two models, three metrics."""
+    from pipelines.runs.runner import run_evaluation
+    from resources.lake.resource import LakeStore
+
+    from resources.catalog.spec import resolve
+
+    root = tmp_path_factory.mktemp("viewer")
+    lake = LakeStore(root=str(root / "lake"))
+    spec = small_spec(name="viewed", limit=N, metrics=("token_f1", "exact_match", "rouge_l"))
+    tuned_outputs(resolve(spec).samples, root / "tuned.jsonl")
+    spec = small_spec(name="viewed", limit=N, metrics=("token_f1", "exact_match", "rouge_l"),
+                      models={"sfres-system": "precomputed:column=system_output", MODEL: f"precomputed:{root / 'tuned.jsonl'}"})
+    resolved = run_evaluation(spec, lake, instance)
+    reader = LakeReader(lake)
+    yield lake, resolved.fingerprint, reader
+    reader.close()
+
+
+def _latest(lake, fp: str, metric: str) -> pl.DataFrame:
+    """sample_id, model, value of ``metric``: the latest scored row per (model, sample), by SQL."""
+    return query(lake, f"""
+        SELECT sample_id, model, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status
+        FROM scores WHERE fingerprint = '{fp}' AND metric = '{metric}' GROUP BY ALL""")
+
+
+def _all_ids(reader, q: CompareQuery) -> list[str]:
+    ids, page = [], 1
+    while True:
+        result = compare_page(reader, CompareQuery(**{**q.__dict__, "page": page}))
+        ids += [r["sample_id"] for r in result.rows]
+        if page >= result.pages:
+            return ids
+        page += 1
+
+
+def test_regressed_and_improved_equal_their_sql(viewed):
+    lake, fp, reader = viewed
+    frame = _latest(lake, fp, "token_f1").pivot(on="model", index="sample_id", values="value")
+    regressed = set(frame.filter(pl.col(MODEL) < pl.col("sfres-system"))["sample_id"])
+    improved = set(frame.filter(pl.col(MODEL) > pl.col("sfres-system"))["sample_id"])
+    base = CompareQuery(evaluation="viewed", baseline="sfres-system", metric="token_f1")
+    got = _all_ids(reader, CompareQuery(**{**base.__dict__, "mode": "regressed"}))
+    assert len(got) == len(set(got)) and set(got) == regressed and 0 < len(regressed) < N
+    assert set(_all_ids(reader, CompareQuery(**{**base.__dict__, "mode": "improved"}))) == improved
+    page = compare_page(reader, CompareQuery(**{**base.__dict__, "mode": "regressed"}))
+    assert page.total == len(regressed) and page.query.models == (MODEL,)
+
+
+def test_both_wrong_search_and_filters_equal_their_sql(viewed):
+    lake, fp, reader = viewed
+    em = _latest(lake, fp, "exact_match").pivot(on="model", index="sample_id", values="value")
+    both_wrong = set(em.filter((pl.col(MODEL) == 0) & (pl.col("sfres-system") == 0))["sample_id"])
+    base = CompareQuery(evaluation="viewed", baseline="sfres-system", metric="exact_match")
+    assert set(_all_ids(reader, CompareQuery(**{**base.__dict__, "mode": "both_wrong"}))) == both_wrong
+    # a regular expression over input and outputs (no judge reasoning stored here): DuckDB's regexp_matches
+    pattern = r"\b(near|cheap)\b"
+    expected = set(query(lake, f"""
+        SELECT s.sample_id FROM samples s WHERE s.fingerprint = '{fp}' AND (regexp_matches(s.input, '{pattern}')
+           OR EXISTS (SELECT 1 FROM generations g WHERE g.fingerprint = s.fingerprint AND g.sample_id = s.sample_id
+                      AND regexp_matches(g.output, '{pattern}'))
+           OR EXISTS (SELECT 1 FROM scores r WHERE r.fingerprint = s.fingerprint AND r.sample_id = s.sample_id
+                      AND regexp_matches(r.detail, '{pattern}')))""")["sample_id"])
+    got = set(_all_ids(reader, CompareQuery(**{**base.__dict__, "q": pattern, "regex": True})))
+    assert got == expected and 0 < len(expected) < N
+    # a metric filter on one model, and a metadata field
+    f1 = _latest(lake, fp, "token_f1")
+    low = set(f1.filter((pl.col("model") == MODEL) & (pl.col("status") == "scored") & (pl.col("value") < 0.3))["sample_id"])
+    got = set(_all_ids(reader, CompareQuery(**{**base.__dict__, "filter_metric": "token_f1", "filter_model": MODEL,
+                                               "filter_op": "lt", "filter_value": "0.3"})))
+    assert got == low and 0 < len(low) < N
+    meta = query(lake, f"SELECT sample_id, json_extract_string(metadata, '$.doc_id') AS doc FROM samples WHERE fingerprint = '{fp}'")
+    value = meta["doc"][7]
+    got = set(_all_ids(reader, CompareQuery(**{**base.__dict__, "meta_key": "doc_id", "meta_value": value})))
+    assert got == set(meta.filter(pl.col("doc") == value)["sample_id"]) and len(got) == 1
+
+
+def test_sorting_paging_and_errors(viewed):
+    lake, fp, reader = viewed
+    q = CompareQuery(evaluation="viewed", baseline="sfres-system", metric="token_f1", sort="delta", desc=True, page_size=10)
+    first = compare_page(reader, q)
+    assert len(first.rows) == 10 and first.total == N and first.pages == 12
+    f1 = _latest(lake, fp, "token_f1").pivot(on="model", index="sample_id", values="value")
+    deltas = dict(zip(f1["sample_id"], f1[MODEL] - f1["sfres-system"]))
+    shown = [deltas[r["sample_id"]] for r in first.rows]
+    assert shown == sorted(shown, reverse=True) and shown[0] == max(d for d in deltas.values() if d is not None)
+    second = compare_page(reader, CompareQuery(**{**q.__dict__, "page": 2}))
+    assert not {r["sample_id"] for r in first.rows} & {r["sample_id"] for r in second.rows}
+    with pytest.raises(ViewError, match="metric 'nope' has no scores in evaluation 'viewed'; metrics: exact_match"):
+        compare_page(reader, CompareQuery(evaluation="viewed", metric="nope"))
+    with pytest.raises(ViewError, match="no evaluation 'missing' in the lake; evaluations: viewed"):
+        compare_page(reader, CompareQuery(evaluation="missing"))
+    with pytest.raises(ViewError, match="model 'gpt' has no outputs"):
+        compare_page(reader, CompareQuery(evaluation="viewed", baseline="gpt"))
+
+
+def test_a_view_is_its_url():
+    q = CompareQuery(evaluation="e", baseline="a", models=("b", "c"), metric="m", mode="regressed", q="x|y", regex=True, page=3)
+    assert CompareQuery.from_params(q.params()) == q
+    assert CompareQuery(evaluation="e").params() == {"evaluation": "e"}  # defaults stay out of the URL
+
+
+@pytest.mark.slow
+def test_the_view_command_serves_the_lake(viewed, tmp_path):
+    """`facetlake view` as a user starts it: binds 127.0.0.1, serves the compare page."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    lake, _, _ = viewed
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = (tmp_path / "view.log").open("w+")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "facetlake"), "view", "--lake", lake.root, "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/compare?evaluation=viewed&mode=regressed", timeout=5) as r:
+                    body = r.read().decode()
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, (tmp_path / "view.log").read_text()
+                time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert 'id="total"' in body and "tr class=\"sample\"" in body
+    assert f"http://127.0.0.1:{port}/" in (tmp_path / "view.log").read_text()
+    refused = subprocess.run([str(Path(sys.executable).parent / "facetlake"), "view", "--lake", str(tmp_path / "empty")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "no evaluation in the lake" in refused.stderr + refused.stdout
+
+
+def test_word_diff_marks_added_and_dropped_words():
+    assert str(word_diff("the cheap cafe near town", "the cheap bistro near the town")) == \
+        "the cheap <del>cafe</del> <ins>bistro</ins> near <ins>the</ins> town"
+    assert str(word_diff(None, "<b>")) == "<ins>&lt;b&gt;</ins>"
+
+
+# ----------------------------------------------------------------------------- in Chromium
+@pytest.fixture(scope="module")
+def server(viewed):
+    """The viewer on 127.0.0.1 (uvicorn in a thread); yields its base URL."""
+    import socket
+
+    import uvicorn
+
+    lake, _, _ = viewed
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uv = uvicorn.Server(uvicorn.Config(create_app(lake.root), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not uv.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert uv.started, "the viewer did not start"
+    yield f"http://127.0.0.1:{port}"
+    uv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.mark.slow
+def test_pages_in_chromium(viewed, server):
+    lake, fp, _ = viewed
+    f1 = _latest(lake, fp, "token_f1").pivot(on="model", index="sample_id", values="value")
+    regressed = set(f1.filter(pl.col(MODEL) < pl.col("sfres-system"))["sample_id"])
+    with chromium() as browser:
+        page = browser.new_page()
+        requests: list[str] = []
+        problems: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+        page.goto(server + "/")
+        page.click("#evaluations a:text('viewed')")
+        page.select_option("select[name=metric]", "token_f1")
+        page.select_option("select[name=mode]", "regressed")
+        page.click("button[type=submit]")
+        seen: list[str] = []
+        while True:
+            seen += page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
+            if page.query_selector("#next") is None:
+                break
+            page.click("#next")
+        assert set(seen) == regressed and len(seen) == len(regressed)
+        assert int(page.inner_text("#total")) == len(regressed)
+        # the permalink reloads the same view
+        page.goto(server + "/compare?" + urlencode({"evaluation": "viewed", "metric": "token_f1", "mode": "regressed"}))
+        first = page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
+        page.goto(server + page.get_attribute("#permalink", "href"))
+        assert page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)") == first
+        # a sample page: every model, its scores
+        page.click("a.sample-link >> nth=0")
+        assert page.inner_text("#sample-id") == first[0]
+        assert set(page.eval_on_selector_all("section.model", "s => s.map(x => x.dataset.model)")) == set(MODELS)
+        assert "token_f1" in page.inner_text("section.model[data-model='tuned']")
+        page.goto(server + "/compare?evaluation=nope")
+        assert "no evaluation 'nope'" in page.inner_text("#error")
+    outside = [u for u in requests if not u.startswith(server)]
+    assert outside == [] and [p for p in problems if "404" not in p] == []
+    assert re.search(r"/static/view\.css$", " ".join(requests))
