@@ -37,6 +37,7 @@ def ner():
     return build_anonymiser(["ner"])
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_recall_of_every_type_on_the_held_out_planted_texts(ner):
     """Issue 26's goal is recall >= 0.95 for every type (typed: a replacement counts when
     it overlaps the planted span with its type), every mention of a detected entity

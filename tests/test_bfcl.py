@@ -121,6 +121,7 @@ def test_metric_winners_by_direction():
     assert got == {"tool_call_f1": "good", "tool_call_redundancy": "good", "tool_call_parse_failure": "tie"}
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_demo_bfcl_command_end_to_end(tmp_path, monkeypatch):
     testing = pytest.importorskip("typer.testing")
     cli = pytest.importorskip("pipelines.cli")

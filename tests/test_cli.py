@@ -25,6 +25,7 @@ def test_every_subcommand_has_help():
         assert "Usage" in sub.output
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_demo_then_sql_on_the_demo_lake(tmp_path, dagster_home):
     lake = str(tmp_path / "lake")
     result = runner.invoke(app, ["demo", "--lake", lake, "--limit", "15"])

@@ -105,6 +105,7 @@ def test_bad_gate_rules_are_refused_naming_the_fix(bad, match):
                                      "metrics": ["token_f1"], "gate": bad})
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_cli_gate_writes_junit_and_markdown_on_a_real_lake(tmp_path, instance):
     from typer.testing import CliRunner
 

@@ -142,6 +142,7 @@ def test_a_forked_child_forgets_the_parents_connections_without_closing_them(tmp
     ours.dispose()
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
 def test_no_connection_outlives_a_command_so_reading_the_home_cannot_corrupt_it(tmp_path, monkeypatch, capsys):
     """The CI failure of 2026-12-01 ("database disk image is malformed"), reproduced: an

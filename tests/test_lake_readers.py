@@ -117,6 +117,7 @@ def test_read_scores_native_equals_arrow(evaluated_lake, monkeypatch):
     assert native.sort(key, nulls_last=True).equals(arrow.sort(key, nulls_last=True))
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_small_run_loads_neither_pandas_nor_pyarrow_dataset(tmp_path):
     code = (
         "import sys, os\n"

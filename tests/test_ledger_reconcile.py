@@ -11,6 +11,7 @@ import datetime as dt
 import json
 
 import polars as pl
+import pytest
 
 from conftest import small_spec
 
@@ -30,6 +31,7 @@ def _stored(fp: str, sample_id: str, ok: bool) -> dict:
             "created_at": dt.datetime(2026, 11, 30, 12, 0, int(sample_id[-1:]) if sample_id[-1:].isdigit() else 0, tzinfo=dt.timezone.utc)}
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_next_run_settles_intents_of_a_crashed_run_from_its_stored_outputs(tmp_path, instance):
     from pipelines.runs.runner import run_evaluation
     from resources.evidence.export import export_evidence

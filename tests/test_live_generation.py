@@ -177,6 +177,7 @@ def _write_spec(path: Path, model: str, annotators: list, runtime: dict, n: int 
     return path
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_cli_run_hf_end_to_end_generate_score_sql(tiny_lm, tmp_path, dagster_home):
     """`facetlake run` with models: {tiny: "hf:PATH"}: generations, token log-probs, annotations,
     epistemic scores, cost/performance in runs, all queryable with `facetlake sql`."""

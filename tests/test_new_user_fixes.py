@@ -49,6 +49,7 @@ def test_a_misspelt_inbox_folder_gets_a_did_you_mean(lake, fresh_instance, tmp_p
     assert _did_you_mean(lake, ["completely-else"]) == ""
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_run_header_names_models_the_inbox_added(lake, fresh_instance, tmp_path):  # noqa: F811
     from resources.catalog import register_model
 
@@ -101,6 +102,7 @@ def test_side_tables_of_a_pair_are_reported_even_with_no_rows(lake, fresh_instan
         assert event.asset_materialization.metadata["dagster/row_count"].value == 0
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_the_spec_is_read_once_per_catalog_version(lake, fresh_instance, tmp_path, monkeypatch):  # noqa: F811
     """issue 19: one run reads and validates the evaluation spec once, not once per asset."""
     import resources.catalog.reads as reads

@@ -120,6 +120,7 @@ def test_a_metric_that_cannot_be_rebuilt_is_scored_in_process():
     assert frame.height == 600 and frame.filter(frame["status"] == "scored").height > 0
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_dead_worker_loses_no_sample_and_scores_none_twice(caplog):
     """kill -9 of a worker while chunks are still out: the pool breaks, every chunk not yet
     returned is scored in process, and the rows equal the in-process ones; the next call
@@ -192,6 +193,7 @@ def test_the_calling_script_does_not_run_again_in_the_workers(tmp_path):
 
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_the_scores_asset_scores_a_large_partition_in_workers(tmp_path, instance, monkeypatch):
     """Through the real pipeline (run_evaluation: samples, generations, scores, verdicts on the
     1,181 SF-RES pairs, lowered thresholds): the scores asset sends BLEU and ROUGE-L to the
@@ -305,6 +307,7 @@ def test_workers_end_when_their_parent_is_killed(tmp_path):
     assert not [p for p in pids if alive(p)]
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_path):
     """SIGINT to the process group while workers score (what Ctrl-C in a terminal sends): the
     command gets KeyboardInterrupt, its workers are terminated then (exit by SIGTERM, not left
@@ -346,6 +349,7 @@ def test_ctrl_c_during_parallel_scoring_stops_at_once_and_leaves_nothing(tmp_pat
             os.kill(pid, 0)
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_threads_of_an_unguarded_script_never_run_it_again(tmp_path):
     """Six threads scoring at once with workers=2 in a script without a main guard (three
     rounds, each starting a new pool; without the lock this failed about one round in three): pool start

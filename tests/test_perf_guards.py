@@ -283,6 +283,7 @@ def test_clean_samples_are_checked_without_importing_great_expectations():
 
 
 # --------------------------------------------------------------------------- precomputed outputs parsed once per run
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_run_parses_each_precomputed_file_once_and_a_changed_file_again(tmp_path, instance, monkeypatch):
     """`facetlake run` checks every outputs file before the run and the in-process run's
     generations take the parsed file instead of reading it again; a file changed in between

@@ -65,6 +65,7 @@ def _waiting_on_schema_lock(conn) -> int:
         return cur.fetchone()[0]
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_processes_opening_an_empty_database_together_all_succeed_and_build_one_schema(empty_database):
     from pipelines.runs.pg_storage import SCHEMA_LOCK_KEY
 

@@ -34,6 +34,7 @@ def _tick(d):
     return evaluation_scheduler(context)
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_pinned_evaluation_scores_nothing_when_its_source_changes_and_says_why(deployment, tmp_path):  # noqa: F811
     d, lake = deployment, deployment.lake
     data = write_dataset(tmp_path, "pinned.jsonl")

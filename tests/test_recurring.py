@@ -93,6 +93,7 @@ def fresh_instance(tmp_path, dagster_home, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- 1. model identity is per evaluation
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_model_source_belongs_to_its_evaluation_never_to_the_bare_name(lake, fresh_instance, tmp_path):
     data_a = write_dataset(tmp_path, "a.jsonl")
     data_b = write_dataset(tmp_path, "b.jsonl", answer=lambda i: f"answer {i}!")
@@ -117,6 +118,7 @@ def test_model_source_belongs_to_its_evaluation_never_to_the_bare_name(lake, fre
     assert models[0]["identity"]["file"] == str(v2) and models[0]["identity"]["file_sha256"]
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_changed_model_source_is_a_new_recorded_version(lake, fresh_instance, tmp_path):
     data = write_dataset(tmp_path)
     v1 = write_outputs(tmp_path, "v1.jsonl", correct=10)
@@ -135,6 +137,7 @@ def test_a_changed_model_source_is_a_new_recorded_version(lake, fresh_instance, 
 
 
 # ----------------------------------------------------------------------------- 2. fingerprint take-over
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_another_name_reaching_a_fingerprint_is_refused_naming_both(lake, fresh_instance, tmp_path):
     data = write_dataset(tmp_path)
     v1 = write_outputs(tmp_path, "v1.jsonl", correct=18)
@@ -190,6 +193,7 @@ def test_dagster_knows_exactly_the_registered_pairs(lake, fresh_instance, tmp_pa
     assert not lake.exists("generations") or lake.read("generations", where={"model": "m0", "fingerprint": fp_b}).height == 0
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_superseded_fingerprint_leaves_dagster_but_stays_queryable(lake, fresh_instance, tmp_path):
     from assets.partitions import pair_partitions
 
@@ -207,6 +211,7 @@ def test_a_superseded_fingerprint_leaves_dagster_but_stays_queryable(lake, fresh
 
 
 # ----------------------------------------------------------------------------- 6. metrics persist, reuse
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_rerun_keeps_rescored_metrics_and_reuses_unchanged_models(lake, fresh_instance, tmp_path):
     data = write_dataset(tmp_path)
     a = write_outputs(tmp_path, "a.jsonl", correct=5)
@@ -235,6 +240,7 @@ def test_rerun_keeps_rescored_metrics_and_reuses_unchanged_models(lake, fresh_in
 
 
 # ----------------------------------------------------------------------------- 7. lineage per signature
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_lineage_traces_each_verdict_to_the_run_that_computed_its_metric(lake, fresh_instance, tmp_path):
     from pipelines.report.lineage import build_lineage
 
@@ -254,6 +260,7 @@ def test_lineage_traces_each_verdict_to_the_run_that_computed_its_metric(lake, f
     assert not any(sig.startswith("chrf|") for sig in by_run[run_of["token_f1"][0]])
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_lineage_parent_of_generations_is_the_samples_run_that_wrote_them(lake, fresh_instance, tmp_path):
     """A later samples run that found the rows unchanged (its run row carries the table's
     newer version, written by another evaluation) is never the parent of generations that
@@ -278,6 +285,7 @@ def test_lineage_parent_of_generations_is_the_samples_run_that_wrote_them(lake, 
 
 
 # ----------------------------------------------------------------------------- 8. names everywhere
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_commands_take_the_evaluation_name_or_a_unique_prefix(lake, fresh_instance, tmp_path):
     from pipelines.cli import app
 
@@ -338,6 +346,7 @@ def test_a_pinned_dataset_refuses_changed_content(lake, fresh_instance, tmp_path
 
 
 # ----------------------------------------------------------------------------- 11. Dagster tells the truth
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_row_count_metadata_equals_rows_stored_after_a_rescore(lake, fresh_instance, tmp_path):
     data = write_dataset(tmp_path)
     resolved = run_evaluation(spec_for("counted", data, {"bot": f"precomputed:{write_outputs(tmp_path, 'o.jsonl', correct=3)}"},
@@ -437,6 +446,7 @@ def _ui_asset_nodes(port: int, names: list[str]) -> dict[str, dict]:
 
 
 # ----------------------------------------------------------------------------- migration of older lakes
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_lake_from_before_evaluation_identity_is_refused_then_migrated(lake, fresh_instance, tmp_path):
     import datetime as dt
 

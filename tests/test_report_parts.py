@@ -132,6 +132,7 @@ def test_a_re_run_that_wrote_no_score_is_no_run_and_is_listed_as_unchanged():
     assert unchanged_text(groups[0]) == "-"
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_report_of_a_re_run_evaluation_shows_one_run_per_model_unchanged_since(tmp_path, instance):
     """End to end: the same evaluation run three times writes its scores once; the report's
     runs are one per model, each 'unchanged since' with two re-runs; the timeline has one

@@ -252,6 +252,7 @@ def _real_text_pairs() -> list[tuple[str, str]]:
     return pairs + [("", "a"), ("a", ""), ("!!!", "a b"), ("The the THE", "the"), ("x\n\ny", "y\nx"), ("a b a b", "b a b a")]
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 @pytest.mark.parametrize("use_stemmer", [False, True])
 def test_rouge_n_l_lsum_equal_rouge_score_bit_for_bit(use_stemmer):
     """metric_ops.lexical.rouge.ngram_lcs against rouge-score 0.1.2 itself, two references per

@@ -115,6 +115,7 @@ def test_sensors_start_running():
         assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_each_evaluation_runs_on_its_own_cron(tmp_path, instance):
     lake = LakeStore(root=str(tmp_path / "lake"))
     register(spec_for("daily", write_dataset(tmp_path, "d.jsonl"), {"m": "precomputed:column=answer"}, schedule="0 6 * * *"), lake, instance)
@@ -136,6 +137,7 @@ def test_each_evaluation_runs_on_its_own_cron(tmp_path, instance):
     assert sorted(set(fired["hourly"])) == [f"{h:02d}:30" for h in range(24)]
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_daemon_path_end_to_end(deployment, tmp_path):
     d, lake = deployment, deployment.lake
     data_a = write_dataset(tmp_path, "alpha.jsonl")
@@ -212,6 +214,7 @@ def test_daemon_path_end_to_end(deployment, tmp_path):
     assert len(current_keys(lake)[1]) == 5
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_regression_alert_is_per_evaluation(deployment, tmp_path):
     d, lake = deployment, deployment.lake
     data_a = write_dataset(tmp_path, "a.jsonl", n=40)

@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 from pipelines.cli import app
 
+pytestmark = pytest.mark.xdist_group("time_travel")  # one worker builds the module fixture once
+
 runner = CliRunner()
 
 

@@ -51,6 +51,7 @@ def _asked(server: RecordingServer) -> Counter:
     return out
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_trials_store_one_row_per_trial_and_a_larger_k_sends_only_the_new_trials(server, tmp_path, instance):
     from pipelines.runs.runner import run_evaluation
     from resources.lake.resource import LakeStore
@@ -152,6 +153,7 @@ def _judged(server: RecordingServer) -> Counter:
     return Counter({q: sum(json.dumps(q)[1:-1] in t for t in text) for q in QUESTIONS})
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_repeated_judging_asks_the_judge_once_per_trial_and_a_larger_k_only_for_the_new_ones(server, tmp_path, instance):
     from pipelines.runs.runner import run_evaluation
     from resources.lake.resource import LakeStore

@@ -28,6 +28,8 @@ from pipelines.jobs import analysis_job
 from resources.lake.resource import LakeStore
 from tests.test_recurring import spec_for, write_dataset, write_outputs
 
+pytestmark = pytest.mark.xdist_group("verdict_freshness")  # one worker builds the module fixture once
+
 ROOT = Path(__file__).resolve().parents[1]
 NEW = ["chrf", "rouge_l"]
 NEW_SCORES = {"chrf", "rouge_l_f", "rouge_l_precision", "rouge_l_recall"}
@@ -91,6 +93,7 @@ def assert_verdicts_match_scores(lake: LakeStore) -> None:
     assert NEW_SCORES <= set(correlated["metric_a"].to_list()) | set(correlated["metric_b"].to_list())
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_kill_points_are_every_commit_of_the_rescore(evaluated, tmp_path):
     """The kill points below are the rescore's commits, in order (so each state between two commits is tried)."""
     home, lake = copy_of(evaluated, tmp_path)
@@ -117,6 +120,7 @@ def test_rescore_killed_anywhere_then_the_same_command_leaves_fresh_verdicts(eva
     assert_verdicts_match_scores(lake)
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_killed_after_the_scores_the_skip_path_recomputes_the_verdicts(evaluated, tmp_path):
     """The issue's case: killed after both models' scores are stored and recorded, before any
     verdict; the same command skips every metric as already scored and still repairs them."""
@@ -138,6 +142,7 @@ def test_killed_after_the_scores_the_skip_path_recomputes_the_verdicts(evaluated
     assert lake.read("runs", where={"asset": ["summary", "comparisons", "correlations"]}).height == before
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 @pytest.mark.parametrize("command", ["compare", "export"])
 def test_commands_reading_verdicts_never_show_them_older_than_the_scores(evaluated, tmp_path, command):
     """Siblings of the skip path: `compare` and `export` recompute stale verdicts before reading them."""
@@ -194,6 +199,7 @@ def tick(instance: dg.DagsterInstance, lake: LakeStore, cursor: str | None) -> t
     return list(result.run_requests or []), result.cursor
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_analysis_sensor_asks_for_the_stale_evaluation_only_and_nothing_when_fresh(home_instance, tmp_path):
     from pipelines.runs.run_health import fail_dead_runs
     from pipelines.runs.runner import run_evaluation
@@ -240,6 +246,7 @@ def assert_verdicts_match_scores_of(lake: LakeStore, fp: str) -> None:
     assert NEW_SCORES <= set(lake.read("summary", where={"fingerprint": fp})["metric"].to_list())
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_analysis_sensor_does_not_ask_again_for_a_run_that_failed_with_these_scores(home_instance, tmp_path):
     """A requested analysis run that failed for good (Dagster's run retries spent) is not asked
     for again at every tick for the same scores; the sensor says so in its log."""
@@ -273,6 +280,7 @@ def test_analysis_sensor_does_not_ask_again_for_a_run_that_failed_with_these_sco
     assert state["stale"] == {}  # left until its scores change again or a CLI command repairs them
 
 
+@pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_analysis_sensor_waits_for_a_run_created_and_not_yet_queued(home_instance, tmp_path):
     """A CLI creates its verdict run (NOT_STARTED) and queues it a moment later: the sensor
     must not ask for a second verdict run in between (two runs of one partition's verdicts,
