@@ -40,6 +40,9 @@ INTERNAL_TABLES = {
                         "an audit record of an action outside the dataflow",
     "samples_raw": "raw sample text kept only when an anonymising evaluation asks for it (privacy.store_raw), written by "
                    "samples beside its anonymised rows; deliberately kept out of the graph's previews and of `facetlake sql`",
+    "reviews": "human reviews given in `facetlake view` or imported with `facetlake review import` (resources/review/): "
+               "human input appended outside any run, keyed so a retried request adds nothing; the graph tracks what is "
+               "derived from it, the human:<rubric> rows of scores",
     "leases": "one row per (fingerprint, model) generation in progress (resources/lake/lease.py), taken and released by the "
               "generations asset so a second live writer waits instead of paying twice; coordination state, not a result",
 }

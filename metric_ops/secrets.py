@@ -52,6 +52,18 @@ ENV_FIX = ("put the key in an environment variable and name the variable instead
 JUDGE_FIX = ("put the judge's key in $FACETLAKE_JUDGE_API_KEY (or $OPENAI_API_KEY): a judge spec names only the model and "
              "its base URL, e.g. judge: api:gpt-4o-mini@https://api.openai.com/v1")
 
+def secret_fix(path: str) -> str:
+    """How to pass a key instead, for a secret found at ``path`` of a spec (or ``--param``)."""
+    if path.startswith(("metric_params", "judge")) or ".judge" in path or path.startswith("--"):
+        return JUDGE_FIX
+    if path.startswith("privacy"):
+        return "put the key in an environment variable and name it in the spec: privacy.model.api_key_env: NER_KEY"
+    if path.startswith("lm_eval"):
+        return "put the key in an environment variable and name it in the spec: lm_eval.api_key_env: MY_PROVIDER_KEY (or --api-key-env)"
+    return ("put the key in an environment variable and name it in the spec: runtime.api_key_env: MY_PROVIDER_KEY "
+            "(the API backend sends it as the Authorization: Bearer header)")
+
+
 # --------------------------------------------------------------------------- names
 _ALWAYS = {"password", "passwd", "passphrase", "secret", "secrets", "authorization", "bearer", "credential", "credentials",
            "cookie", "pass", "apikey", "apitoken", "accesstoken", "authtoken", "privatekey", "secretkey", "accesskey", "pwd"}

@@ -3,8 +3,10 @@ the server; every page is a GET whose URL is its permalink. Nothing is fetched f
 the server: the one stylesheet is served from this package.
 
 Routes: ``/`` (evaluations), ``/compare?evaluation=E&...`` (:class:`CompareQuery`),
-``/sample/{fingerprint}/{sample_id}?models=...``, ``/history?evaluation=E&metric=M``,
-``/static/view.css``, ``/healthz``.
+``/sample/{fingerprint}/{sample_id}?models=...`` (with the review form when the evaluation
+declares rubrics), ``POST /review`` (records one review, then redirects back: a reload
+never sends it again), ``/queue?evaluation=E&reviewer=R``, ``/history?evaluation=E&metric=M``,
+``/static/view.css``, ``/healthz``. The review form and ``POST /review`` are the only writes.
 """
 
 from __future__ import annotations
@@ -17,23 +19,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import polars as pl
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pipelines.view.data import (
     MODES,
     OPS,
+    PAGE_SIZE,
     CompareQuery,
     LakeReader,
     ViewError,
     compare_page,
     current_evaluation,
     evaluation_metrics,
+    evaluation_models,
     evaluations,
     metric_history,
     sample_record,
@@ -75,9 +80,20 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-def create_app(lake_root: str, *, limits: Any = None) -> Starlette:
-    """The viewer over the lake at ``lake_root`` (read only)."""
-    reader = LakeReader(LakeStore(root=lake_root), limits)
+def _plan(spec_json: str | None):
+    """The :class:`ReviewPlan` of a stored spec (empty when it declares no rubric)."""
+    import json
+
+    from metric_ops.review import parse_review
+
+    return parse_review((json.loads(spec_json or "{}")).get("review"))
+
+
+def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = None) -> Starlette:
+    """The viewer over the lake at ``lake_root``; ``reviewer``: the id every review from this
+    server is recorded under (None: each review form names its reviewer)."""
+    lake = LakeStore(root=lake_root)
+    reader = LakeReader(lake, limits)
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
     env.globals.update(fmt=_fmt, word_diff=word_diff, tier=confidence_tier, urlencode=urlencode, MODES=MODES, OPS=OPS)
 
@@ -105,7 +121,64 @@ def create_app(lake_root: str, *, limits: Any = None) -> Starlette:
             return failure(exc)
         wanted = [m for m in request.query_params.get("models", "").split(",") if m]
         models = {m: record["models"][m] for m in (wanted or sorted(record["models"])) if m in record["models"]}
-        return render("sample.html", record=record, models=models, fingerprint=fingerprint)
+        row = current_evaluation(reader, fingerprint)
+        plan = _plan(row["spec"])
+        reviews: dict[str, list[dict[str, Any]]] = {}
+        if plan.rubrics:
+            from resources.review import latest_reviews
+
+            for r in latest_reviews(lake, fingerprint).filter(pl.col("sample_id") == sample_id).iter_rows(named=True):
+                reviews.setdefault(r["model"], []).append(r)
+        return render("sample.html", record=record, models=models, fingerprint=fingerprint, evaluation=row["name"],
+                      plan=plan, reviews=reviews, reviewer=reviewer or request.query_params.get("reviewer", ""),
+                      fixed_reviewer=reviewer, back=str(request.url))
+
+    async def review(request: Request) -> HTMLResponse | RedirectResponse:
+        from metric_ops.review import ReviewSpecError
+        from resources.review import record_reviews, review_row
+
+        form = await request.form()
+        try:
+            row = current_evaluation(reader, str(form.get("evaluation", "")))
+            rubric = _plan(row["spec"]).rubric(str(form.get("rubric", "")))
+            model, sample_id = str(form.get("model", "")), str(form.get("sample_id", ""))
+            if model not in evaluation_models(reader, row["fingerprint"]):
+                raise ViewError(f"model {model!r} has no outputs in evaluation {row['name']!r}")
+            sample_record(reader, row["fingerprint"], sample_id)  # the sample exists
+            record_reviews(lake, row["name"], [review_row(row, model, sample_id, rubric, reviewer or form.get("reviewer"),
+                                                          form.get("value"), "viewer")])
+        except (ViewError, ReviewSpecError) as exc:
+            return render("error.html", status=400, message=str(exc))
+        back = str(form.get("back") or f"/sample/{row['fingerprint']}/{sample_id}")
+        if back.startswith(str(request.base_url)):
+            back = "/" + back[len(str(request.base_url)):]
+        return RedirectResponse(back if back.startswith("/") and not back.startswith("//") else "/", status_code=303)
+
+    def queue(request: Request) -> HTMLResponse:
+        from metric_ops.review import ReviewSpecError, assign, check_reviewer
+        from resources.review import latest_reviews
+
+        try:
+            row = current_evaluation(reader, request.query_params.get("evaluation", ""))
+            plan = _plan(row["spec"])
+            who = check_reviewer(reviewer or request.query_params.get("reviewer", ""))
+            if not plan.rubrics:
+                raise ViewError(f"evaluation {row['name']!r} declares no review rubric (docs/viewer.md, Review)")
+            ids = reader.frame("SELECT sample_id FROM samples WHERE fingerprint = ? ORDER BY position", [row["fingerprint"]])
+            team = list(plan.reviewers) or [who]
+            if who not in team:
+                raise ViewError(f"reviewer {who!r} is not among the evaluation's reviewers: {', '.join(team)}")
+            mine = [s for s, names in assign(ids["sample_id"].to_list(), team, min(plan.reviewers_per_sample, len(team))).items()
+                    if who in names]
+        except (ViewError, ReviewSpecError) as exc:
+            return failure(exc)
+        models = evaluation_models(reader, row["fingerprint"])
+        done = latest_reviews(lake, row["fingerprint"]).filter(pl.col("reviewer") == who).group_by("sample_id").len()
+        needed = len(models) * len(plan.rubrics)
+        finished = set(done.filter(pl.col("len") >= needed)["sample_id"].to_list())
+        pending = [s for s in mine if s not in finished]
+        return render("queue.html", evaluation=row["name"], fingerprint=row["fingerprint"], reviewer=who, assigned=len(mine),
+                      pending=pending[:PAGE_SIZE], n_pending=len(pending), models=models)
 
     def history(request: Request) -> HTMLResponse:
         name, metric = request.query_params.get("evaluation", ""), request.query_params.get("metric", "")
@@ -129,7 +202,8 @@ def create_app(lake_root: str, *, limits: Any = None) -> Starlette:
 
     app = Starlette(routes=[
         Route("/", home), Route("/compare", compare), Route("/sample/{fingerprint}/{sample_id:path}", sample),
-        Route("/history", history), Route("/healthz", healthz),
+        Route("/history", history), Route("/healthz", healthz), Route("/review", review, methods=["POST"]),
+        Route("/queue", queue),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ], lifespan=lifespan)
     app.state.reader = reader

@@ -147,6 +147,8 @@ class EvaluationSpec:
     # an lm-evaluation-harness task run by lm-eval itself (issue 18, resources/lm_eval/bridge.py);
     # not in the fingerprint as such (the adapter block carries the task config lm-eval used)
     lm_eval: dict[str, Any] = field(default_factory=dict)
+    # human review (issue 29, metric_ops/review/rubric.py): rubrics, reviewers; not in the fingerprint
+    review: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], where: str = "evaluation spec", check_secrets: bool = True) -> "EvaluationSpec":
@@ -159,7 +161,7 @@ class EvaluationSpec:
         if check_secrets:  # before anything else: no message, table or history may hold a key
             refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
-                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate", "trials"}
+                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate", "trials", "review"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -209,6 +211,7 @@ class EvaluationSpec:
             profile=str(data["profile"]) if data.get("profile") else None,
             schedule=_checked_schedule(data.get("schedule"), where),
             lm_eval=_checked_lm_eval(data.get("lm_eval"), where),
+            review=_checked_review(data.get("review"), where),
         )
 
     @classmethod
@@ -263,6 +266,7 @@ class EvaluationSpec:
             **({"trials": self.trials_mapping()} if self.trials > 1 else {}),
             **({"schedule": self.schedule} if self.schedule else {}),
             **({"lm_eval": self.lm_eval} if self.lm_eval else {}),
+            **({"review": self.review} if self.review else {}),
         }
 
     def trials_mapping(self) -> int | dict[str, Any]:
@@ -325,6 +329,16 @@ def _checked_privacy(value: Any, where: str) -> dict[str, Any]:
     try:
         return validate_privacy(value, f"{where}: privacy")
     except PrivacyConfigError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _checked_review(value: Any, where: str) -> dict[str, Any]:
+    """The ``review`` block as plain data (empty when absent); see metric_ops/review/rubric.py."""
+    from metric_ops.review import ReviewSpecError, parse_review
+
+    try:
+        return parse_review(value, where).to_mapping()
+    except ReviewSpecError as exc:
         raise SpecError(str(exc)) from None
 
 
@@ -396,26 +410,12 @@ def _checked_baseline(value: Any, models: Mapping[str, Any], where: str) -> str 
     return str(value)
 
 
-def secret_fix(path: str) -> str:
-    """How to pass a key instead, for a secret found at ``path`` of a spec (or ``--param``)."""
-    if path.startswith(("metric_params", "judge")) or ".judge" in path or path.startswith("--"):
-        from metric_ops.secrets import JUDGE_FIX
-
-        return JUDGE_FIX
-    if path.startswith("privacy"):
-        return "put the key in an environment variable and name it in the spec: privacy.model.api_key_env: NER_KEY"
-    if path.startswith("lm_eval"):
-        return "put the key in an environment variable and name it in the spec: lm_eval.api_key_env: MY_PROVIDER_KEY (or --api-key-env)"
-    return ("put the key in an environment variable and name it in the spec: runtime.api_key_env: MY_PROVIDER_KEY "
-            "(the API backend sends it as the Authorization: Bearer header)")
-
-
 def refuse_spec_secrets(data: Any, where: str) -> None:
     """Raise :class:`SpecError` when anything in spec ``data`` looks like a secret
     (:mod:`metric_ops.secrets`: by name and by shape, at any depth); the message names the
     path and the environment variable field to use, never the value. Called before anything
     is stored, so neither a table nor its Delta history ever holds the key."""
-    from metric_ops.secrets import refuse_secrets
+    from metric_ops.secrets import refuse_secrets, secret_fix
 
     refuse_secrets(data, where, fix=secret_fix, error=SpecError)
 

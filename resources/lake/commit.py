@@ -46,6 +46,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "outbound_ledger": ("call_id",),
     "judge_cache": ("key",),
     "evidence_exports": ("manifest_sha256",),
+    "reviews": ("review_id",),
     "samples": ("fingerprint", "sample_id"),
     "samples_raw": ("fingerprint", "sample_id"),
     "generations": ("model", "fingerprint", "sample_id", "run_id"),

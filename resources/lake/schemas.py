@@ -386,6 +386,24 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", _TS),
         ]
     ),
+    # human reviews (issue 29, resources/review/): one row per review given; the latest per
+    # (model, sample, rubric, reviewer) counts, and human:<rubric> score rows are derived from them
+    "reviews": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("evaluation", pa.string()),
+            ("model", pa.string()),
+            ("sample_id", pa.string()),
+            ("rubric", pa.string()),
+            ("rubric_version", pa.string()),
+            ("reviewer", pa.string()),
+            ("value", pa.float64()),
+            ("label", pa.string()),
+            ("source", pa.string()),
+            ("review_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
     "lm_eval_summary": pa.schema(
         [
             ("fingerprint", pa.string()),
@@ -450,6 +468,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 PARTITION_COLUMNS: dict[str, list[str] | None] = {
+    "reviews": ["fingerprint"],
     "pairwise": ["fingerprint"],
     "generations": ["fingerprint", "model"],
     "scores": ["fingerprint", "model"],

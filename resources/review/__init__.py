@@ -1,0 +1,17 @@
+"""Human reviews in the lake (issue 29): the ``reviews`` table, the ``human:<rubric>``
+score rows derived from it, CSV import and agreement rows."""
+
+from resources.review.agreement import agreement_rows
+from resources.review.store import (
+    ImportReport,
+    RecordReport,
+    human_rows,
+    import_csv,
+    latest_reviews,
+    record_reviews,
+    review_plan,
+    review_row,
+)
+
+__all__ = ["agreement_rows", "ImportReport", "RecordReport", "human_rows", "import_csv", "latest_reviews", "record_reviews", "review_plan",
+           "review_row"]
