@@ -2,7 +2,7 @@
 
 The verdicts of an evaluation are the tables computed from its ``scores``: ``summary``,
 ``comparisons`` (with its regression check), ``correlations``, and for an agent
-evaluation ``episode_summary``, for an lm-eval evaluation ``lm_eval_summary``
+evaluation ``episode_summary``, for an lm-eval evaluation ``lm_eval_summary``, for a reviewed one ``agreement``
 (:func:`verdict_assets`). Each of these assets records in its ``runs`` row a **scores
 marker** (:func:`scores_marker`, under ``provenance.reads.scores_marker``) of the score
 rows it read, and writes that row last, after its table and its Dagster events. So:
@@ -35,7 +35,8 @@ from resources.lake.resource import LakeStore
 BASE_VERDICTS = ("summary", "comparisons", "correlations")
 AGENT_VERDICTS = ("episode_summary",)
 LM_EVAL_VERDICTS = ("lm_eval_summary",)
-ALL_VERDICTS = (*BASE_VERDICTS, *AGENT_VERDICTS, *LM_EVAL_VERDICTS)
+REVIEW_VERDICTS = ("agreement",)
+ALL_VERDICTS = (*BASE_VERDICTS, *AGENT_VERDICTS, *LM_EVAL_VERDICTS, *REVIEW_VERDICTS)
 # the score columns the marker is computed from
 MARKER_COLUMNS = ("model", "metric", "signature", "run_id", "status", "sample_id")
 
@@ -101,14 +102,15 @@ class Freshness:
 def verdict_assets(lake: LakeStore, fingerprint: str, spec: Any = None) -> list[str]:
     """The verdict assets of one evaluation: :data:`BASE_VERDICTS`, plus ``episode_summary``
     when agent episodes are stored under it, plus ``lm_eval_summary`` when its spec has an
-    ``lm_eval`` section. ``spec``: its :class:`~resources.catalog.spec.EvaluationSpec` if the
+    ``lm_eval`` section, plus ``agreement`` when it declares review rubrics. ``spec``: its :class:`~resources.catalog.spec.EvaluationSpec` if the
     caller has it."""
     from resources.catalog import evaluation_spec
     from resources.agents.episodes import has_episodes
 
     spec = spec if spec is not None else evaluation_spec(lake, fingerprint)
     return [*BASE_VERDICTS, *(AGENT_VERDICTS if has_episodes(lake, fingerprint) else ()),
-            *(LM_EVAL_VERDICTS if getattr(spec, "lm_eval", None) else ())]
+            *(LM_EVAL_VERDICTS if getattr(spec, "lm_eval", None) else ()),
+            *(REVIEW_VERDICTS if getattr(spec, "review", None) else ())]
 
 
 def freshness(lake: LakeStore, fingerprints: Iterable[str]) -> dict[str, Freshness]:

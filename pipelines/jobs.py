@@ -48,9 +48,10 @@ samples_job = _job(
 
 analysis_job = _job(
     "analysis_job",
-    ("summary", "comparisons", "correlations"),
+    ("summary", "comparisons", "correlations", "agreement"),
     partitions_def=evaluation_partitions,
-    description="An evaluation's verdicts: summary, comparisons (with its regression alert) and correlations. "
+    description="An evaluation's verdicts: summary, comparisons (with its regression alert), correlations and the "
+                "reviewers' agreement. "
                 "The analysis_sensor runs it after any change of the evaluation's scores.",
 )
 
@@ -87,7 +88,7 @@ pairwise_job = _job(
 
 verdicts_job = _job(
     "verdicts_job",
-    ("summary", "comparisons", "correlations", "episode_summary", "lm_eval_summary"),
+    ("summary", "comparisons", "correlations", "agreement", "episode_summary", "lm_eval_summary"),
     partitions_def=evaluation_partitions,
     description="Any set of one evaluation's verdicts at once (the CLI's runs: `facetlake run`, `compare` and `score` "
                 "recompute exactly the verdicts that are missing or stale, agent and lm-eval ones included).",
@@ -112,6 +113,7 @@ def job_for(selection, partitioned_by: str) -> str:
 # the job that recomputes each verdict asset (assets/freshness.py ALL_VERDICTS)
 VERDICT_JOBS = {
     "summary": analysis_job.name, "comparisons": analysis_job.name, "correlations": analysis_job.name,
+    "agreement": analysis_job.name,
     "episode_summary": agent_analysis_job.name, "lm_eval_summary": lm_eval_analysis_job.name,
 }
 

@@ -268,7 +268,7 @@ def test_definitions_hold_the_analysis_assets_and_the_regression_check():
     assert "analysis_sensor" in {s.name for s in defs.sensors}
     from pipelines.jobs import analysis_job
 
-    assert {k.to_user_string() for k in analysis_job.selection.resolve(graph)} == {"summary", "comparisons", "correlations"}
+    assert {k.to_user_string() for k in analysis_job.selection.resolve(graph)} == {"summary", "comparisons", "correlations", "agreement"}
 
 
 def test_tradeoff_resources_come_from_generations_and_runs_provenance(tmp_path):

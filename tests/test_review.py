@@ -191,3 +191,27 @@ def test_reviews_from_the_page_and_a_csv_agree_as_the_references_say(reviewed_la
     human = lake.read("scores", where={"fingerprint": fp, "model": "m1", "metric": "human:correct"}).sort("sample_id")
     assert judged["token_f1"]["value"] == pytest.approx(roc_auc_score(human["value"].to_numpy(), f1["value"].to_numpy()), abs=1e-12)
     assert any("fluency" in s for s in skipped)  # no fluency review yet: said, not a zero
+
+
+def test_the_agreement_asset_is_a_verdict_kept_fresh_after_reviews(reviewed_lake, fresh_instance):  # noqa: F811
+    """A review rewrites human:<rubric> rows, so `agreement` (and the other verdicts) are
+    stale until recomputed; the stored rows equal agreement_rows."""
+    from assets.freshness import stale_verdicts
+    from pipelines.runs.runner import refresh_verdicts
+
+    lake = reviewed_lake
+    row, plan = review_plan(lake, "rev")
+    fp = row["fingerprint"]
+    assert "agreement" not in stale_verdicts(lake, fp)  # computed by the run (no reviews yet: no rows)
+    rubric = plan.rubric("correct")
+    reviews = [review_row(row, "m1", f"q{i}", rubric, who, ["wrong", "right"][(i + k) % 3 != 0], "viewer")
+               for i in range(30) for k, who in enumerate(("alice", "bob"))]
+    record_reviews(lake, "rev", reviews)
+    assert "agreement" in stale_verdicts(lake, fp) and "correlations" in stale_verdicts(lake, fp)
+    refresh_verdicts(lake, [fp], fresh_instance)
+    assert stale_verdicts(lake, fp) == []
+    stored = lake.read("agreement", where={"fingerprint": fp}).sort(["kind", "metric"], nulls_last=True)
+    expected, _ = agreement_rows(lake, "rev")
+    assert sorted((r["kind"], r["metric"], round(r["value"], 12)) for r in expected) == sorted(
+        (k, m, round(v, 12)) for k, m, v in zip(stored["kind"], stored["metric"], stored["value"]))
+    assert {"cohen_kappa", "fleiss_kappa", "krippendorff_alpha", "judge_vs_human_auroc"} <= set(stored["kind"])

@@ -47,6 +47,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "judge_cache": ("key",),
     "evidence_exports": ("manifest_sha256",),
     "reviews": ("review_id",),
+    "agreement": ("fingerprint", "rubric", "kind", "reviewer_a", "reviewer_b", "metric"),
     "samples": ("fingerprint", "sample_id"),
     "samples_raw": ("fingerprint", "sample_id"),
     "generations": ("model", "fingerprint", "sample_id", "run_id"),

@@ -404,6 +404,22 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("created_at", _TS),
         ]
     ),
+    # inter-reviewer and judge-vs-human agreement per rubric (issue 29, assets/agreement.py)
+    "agreement": pa.schema(
+        [
+            ("fingerprint", pa.string()),
+            ("rubric", pa.string()),
+            ("kind", pa.string()),
+            ("reviewer_a", pa.string()),
+            ("reviewer_b", pa.string()),
+            ("metric", pa.string()),
+            ("value", pa.float64()),
+            ("n", pa.int64()),
+            ("detail", pa.string()),
+            ("run_id", pa.string()),
+            ("created_at", _TS),
+        ]
+    ),
     "lm_eval_summary": pa.schema(
         [
             ("fingerprint", pa.string()),
@@ -469,6 +485,7 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 PARTITION_COLUMNS: dict[str, list[str] | None] = {
     "reviews": ["fingerprint"],
+    "agreement": ["fingerprint"],
     "pairwise": ["fingerprint"],
     "generations": ["fingerprint", "model"],
     "scores": ["fingerprint", "model"],

@@ -81,8 +81,11 @@ def _aggregate(rubric: Rubric, values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def human_rows(reviews: pl.DataFrame, rubric: Rubric, model: str, fingerprint: str, dataset: str) -> list[dict[str, Any]]:
-    """The ``human:<rubric>`` score rows of one model from its latest ``reviews``."""
+def human_rows(reviews: pl.DataFrame, rubric: Rubric, model: str, fingerprint: str, dataset: str,
+               run_id: str = "review") -> list[dict[str, Any]]:
+    """The ``human:<rubric>`` score rows of one model from its latest ``reviews``; ``run_id``
+    names the reviews version they were derived from (the scores marker changes with it, so
+    the verdicts refresh after every review)."""
     rows = []
     mine = reviews.filter((pl.col("model") == model) & (pl.col("rubric") == rubric.name))
     now = dt.datetime.now(dt.timezone.utc)
@@ -97,7 +100,7 @@ def human_rows(reviews: pl.DataFrame, rubric: Rubric, model: str, fingerprint: s
                      "detail": json.dumps(detail, sort_keys=True),
                      "signature": f"{rubric.metric}|source:review|v:{rubric.version}",
                      "params": identity_json({"metric": rubric.metric, "version": rubric.version, "params": {"source": "review"}}),
-                     "run_id": "review", "created_at": now})
+                     "run_id": run_id, "created_at": now})
     return rows
 
 
@@ -136,7 +139,7 @@ def record_reviews(lake: LakeStore, evaluation: str, rows: list[dict[str, Any]])
         reviews = latest_reviews(lake, fingerprint)
         for model, rubric_name in touched:
             rubric = plan.rubric(rubric_name)
-            lake.replace("scores", human_rows(reviews, rubric, model, fingerprint, row["dataset"]),
+            lake.replace("scores", human_rows(reviews, rubric, model, fingerprint, row["dataset"], f"review-v{version}"),
                          {"model": model, "fingerprint": fingerprint, "metric": rubric.metric})
         if lake.version("reviews") == version:
             break
