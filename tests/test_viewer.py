@@ -246,3 +246,38 @@ def test_pages_in_chromium(viewed, server):
     outside = [u for u in requests if not u.startswith(server)]
     assert outside == [] and [p for p in problems if "404" not in p] == []
     assert re.search(r"/static/view\.css$", " ".join(requests))
+
+
+@pytest.mark.slow
+def test_a_static_export_opens_from_file_with_the_live_counts(viewed, tmp_path):
+    """`facetlake view --export DIR --url PERMALINK`: the same samples as the live view,
+    page by page from file://, nothing requested from anywhere else."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    lake, fp, reader = viewed
+    url = "/compare?" + urlencode({"evaluation": "viewed", "metric": "token_f1", "mode": "regressed"})
+    live = _all_ids(reader, CompareQuery.from_params(dict(evaluation="viewed", metric="token_f1", mode="regressed")))
+    out = CliRunner().invoke(app, ["view", "--lake", lake.root, "--export", str(tmp_path / "bundle"), "--url", url])
+    assert out.exit_code == 0, out.output
+    assert f"wrote {len(live)} samples" in out.output
+    refused = CliRunner().invoke(app, ["view", "--lake", lake.root, "--export", str(tmp_path / "b2"), "--url", url, "--max-samples", "3"])
+    assert refused.exit_code == 1 and "more than 3" in refused.output
+    with chromium() as browser:
+        page = browser.new_page()
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto((tmp_path / "bundle" / "index.html").as_uri())
+        assert int(page.inner_text("#total")) == len(live)
+        seen: list[str] = []
+        while True:
+            seen += page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
+            if page.query_selector("#next") is None:
+                break
+            page.click("#next")
+        assert seen == live
+        first_here = page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")[0]
+        page.click("a.sample-link >> nth=0")  # a sample page of the bundle
+        assert page.inner_text("#sample-id") == first_here
+    assert all(u.startswith("file://") for u in requests)

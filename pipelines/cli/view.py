@@ -25,6 +25,11 @@ def view(
     port: int = typer.Option(8765, "--port", help="Port to listen on."),
     reviewer: Optional[str] = typer.Option(None, "--reviewer", help="Record every review from this server under this "
                                            "reviewer id (default: each review form names its reviewer)."),
+    export: Optional[Path] = typer.Option(None, "--export", help="Write the compare view of --url to this folder as "
+                                          "static pages that open from file:// (no server), then exit."),
+    url: Optional[str] = typer.Option(None, "--url", help="The compare view to export: its permalink, e.g. "
+                                      "'/compare?evaluation=qa&mode=regressed'."),
+    max_samples: int = typer.Option(5000, "--max-samples", help="Refuse to export a view of more samples than this."),
 ) -> None:
     """Browse an evaluation's outputs model beside model in a local web page: regressed and improved samples, search, filters, each sample's scores and judge reasoning.
 
@@ -46,6 +51,19 @@ def view(
     store = open_lake(lake)
     if not store.exists("evaluations"):
         fail(f"no evaluation in the lake at {store.root}; run `facetlake run CONFIG` (or `facetlake demo`) first, or pass --lake")
+    if export is not None or url is not None:
+        from pipelines.view import ViewError
+        from pipelines.view.export import export_view
+
+        if export is None or not url:
+            fail("--export DIR and --url '/compare?evaluation=...' go together: copy the view's permalink into --url")
+        try:
+            done = export_view(store.root, url, export, max_samples)
+        except ViewError as exc:
+            fail(str(exc))
+        console.print(f"wrote {done['samples']} samples on {done['pages']} page(s) to {export}/index.html (open it in a browser)",
+                      markup=False, highlight=False)
+        return
     console.print(f"facetlake viewer on http://{host}:{port}/ over {store.root} (Ctrl-C to stop)")
     if reviewer:
         from metric_ops.review import ReviewSpecError, check_reviewer

@@ -80,6 +80,16 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def template_environment() -> Environment:
+    """The Jinja2 environment of the pages, with the live server's links (``page_url``,
+    ``sample_url``; an exported bundle replaces them: pipelines/view/export.py)."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
+    env.globals.update(fmt=_fmt, word_diff=word_diff, tier=confidence_tier, urlencode=urlencode, MODES=MODES, OPS=OPS,
+                       page_url=lambda q, n: f"/compare?{urlencode(q.params(page=n))}",
+                       sample_url=lambda fp, sid, models: f"/sample/{fp}/{sid}?{urlencode({'models': ','.join(models)})}")
+    return env
+
+
 def _plan(spec_json: str | None):
     """The :class:`ReviewPlan` of a stored spec (empty when it declares no rubric)."""
     import json
@@ -94,8 +104,7 @@ def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = Non
     server is recorded under (None: each review form names its reviewer)."""
     lake = LakeStore(root=lake_root)
     reader = LakeReader(lake, limits)
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
-    env.globals.update(fmt=_fmt, word_diff=word_diff, tier=confidence_tier, urlencode=urlencode, MODES=MODES, OPS=OPS)
+    env = template_environment()
 
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(lake=lake_root, **context), status_code=status)
