@@ -215,3 +215,20 @@ def test_the_agreement_asset_is_a_verdict_kept_fresh_after_reviews(reviewed_lake
     assert sorted((r["kind"], r["metric"], round(r["value"], 12)) for r in expected) == sorted(
         (k, m, round(v, 12)) for k, m, v in zip(stored["kind"], stored["metric"], stored["value"]))
     assert {"cohen_kappa", "fleiss_kappa", "krippendorff_alpha", "judge_vs_human_auroc"} <= set(stored["kind"])
+
+
+def test_evidence_carries_the_reviews_and_verify_catches_an_altered_one(reviewed_lake, tmp_path):
+    lake = reviewed_lake
+    row, plan = review_plan(lake, "rev")
+    record_reviews(lake, "rev", [review_row(row, "m1", f"q{i}", plan.rubric("correct"), "alice", "right", "viewer") for i in range(5)])
+    runner = CliRunner()
+    out = tmp_path / "evidence"
+    done = runner.invoke(cli, ["export", "-e", "rev", "--out", str(out), "--unsigned", "--lake", lake.root])
+    assert done.exit_code == 0, done.output
+    exported = [json.loads(line) for line in (out / "reviews.jsonl").read_text().splitlines()]
+    assert sorted((r["reviewer"], r["sample_id"], r["label"]) for r in exported) == [("alice", f"q{i}", "right") for i in range(5)]
+    assert runner.invoke(cli, ["verify", str(out), "--allow-unsigned", "--lake", lake.root]).exit_code == 0
+    exported[0]["label"], exported[0]["value"] = "wrong", 0.0  # a review altered after export
+    (out / "reviews.jsonl").write_text("".join(json.dumps(r) + "\n" for r in exported))
+    bad = runner.invoke(cli, ["verify", str(out), "--allow-unsigned"])
+    assert bad.exit_code == 1 and "reviews.jsonl" in bad.output

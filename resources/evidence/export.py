@@ -118,7 +118,7 @@ def _refuse_stored_secrets(lake: Any, name: str, spec: Any) -> None:
 
 
 #: the tables whose Delta versions the manifest records (``versions.tables``)
-VERSIONED_TABLES = ("evaluations", "samples", "scores", "summary", "runs", "outbound_ledger")
+VERSIONED_TABLES = ("evaluations", "samples", "scores", "summary", "runs", "outbound_ledger", "reviews")
 
 
 def export_evidence(
@@ -226,6 +226,9 @@ def export_evidence(
     from resources.lake.schemas import SCHEMAS
 
     files.append(_write_rows(out / "outbound_ledger", _frame_rows(ledger), SCHEMAS["outbound_ledger"].names, fmt))
+    # human reviews with their reviewer ids (issue 29): what the human:<rubric> score rows were derived from
+    reviews = lake.read("reviews", where={"fingerprint": fp}).sort("created_at", "review_id") if lake.exists("reviews") else pl.DataFrame()
+    files.append(_write_rows(out / "reviews", _frame_rows(reviews), SCHEMAS["reviews"].names, fmt))
 
     _write_json(out / "environment.json", {"packages": package_versions(), "platform": platform.platform(),
                                            "exported_at": dt.datetime.now(dt.timezone.utc).isoformat()})
