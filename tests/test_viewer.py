@@ -281,3 +281,50 @@ def test_a_static_export_opens_from_file_with_the_live_counts(viewed, tmp_path):
         page.click("a.sample-link >> nth=0")  # a sample page of the bundle
         assert page.inner_text("#sample-id") == first_here
     assert all(u.startswith("file://") for u in requests)
+
+
+@pytest.mark.slow
+def test_fifty_thousand_samples_per_model_in_chromium(tmp_path):
+    """2 models x 50,000 samples (benchmarks/bench_viewer.py's lake): the regressed mode and
+    a regular-expression search show exactly what DuckDB returns, page 1 and the count."""
+    import socket
+
+    import uvicorn
+
+    from benchmarks.bench_viewer import build_lake
+    from resources.lake.resource import LakeStore
+
+    root, fp = build_lake(tmp_path, 50_000)
+    lake = LakeStore(root=root)
+    f1 = _latest(lake, fp, "token_f1").pivot(on="model", index="sample_id", values="value")
+    order = query(lake, f"SELECT sample_id, position FROM samples WHERE fingerprint = '{fp}'")
+    regressed = (f1.filter(pl.col("tuned") < pl.col("base")).join(order, on="sample_id").sort("position")["sample_id"].to_list())
+    pattern = "#12[0-9]{3}: "
+    matched = query(lake, f"""SELECT s.sample_id FROM samples s WHERE s.fingerprint = '{fp}' AND (regexp_matches(s.input, '{pattern}')
+        OR EXISTS (SELECT 1 FROM generations g WHERE g.fingerprint = s.fingerprint AND g.sample_id = s.sample_id
+                   AND regexp_matches(g.output, '{pattern}'))) ORDER BY s.position""")["sample_id"].to_list()
+    assert 1000 < len(regressed) < 50_000 and len(matched) == 1000
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(root), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    base = f"http://127.0.0.1:{port}/compare?"
+    try:
+        with chromium() as browser:
+            page = browser.new_page()
+            requests: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            for params, expected in (({"mode": "regressed"}, regressed), ({"q": pattern, "regex": "1"}, matched)):
+                page.goto(base + urlencode({"evaluation": "scale", "baseline": "base", "metric": "token_f1", **params}))
+                assert int(page.inner_text("#total")) == len(expected)
+                assert page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)") == expected[:50]
+                page.click("#next")
+                assert page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)") == expected[50:100]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert all(u.startswith(f"http://127.0.0.1:{port}/") for u in requests)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +32,7 @@ TABLES = ("evaluations", "pairs", "samples", "generations", "scores", "summary",
 MODES = ("all", "regressed", "improved", "both_wrong", "errors", "unscored")
 OPS = {"lt": "<", "le": "<=", "eq": "=", "ge": ">=", "gt": ">"}
 PAGE_SIZE = 50
+VIEWS_KEPT = 16  # views whose ordered ids a server keeps (a 500,000-sample view: about 30 MB)
 
 
 class ViewError(FacetlakeError, ValueError):
@@ -49,6 +51,7 @@ class LakeReader:
         self._lock = threading.Lock()
         self._state: tuple[Any, ...] | None = None
         self._connection: Connection | None = None
+        self._views: OrderedDict[tuple[Any, ...], list[str]] = OrderedDict()
 
     def versions(self) -> dict[str, int]:
         """``{table: Delta version}`` of the tables the viewer reads that exist."""
@@ -70,6 +73,22 @@ class LakeReader:
             return pl.from_arrow(cursor.sql(sql, params=params or None).to_arrow_table())
         finally:
             cursor.close()
+
+    def view_ids(self, view: Any, sql: str, params: list[Any]) -> list[str]:
+        """The ordered sample ids of a view (its SQL run once per lake state and kept for
+        the :data:`VIEWS_KEPT` views used last): turning a page reads only that page's rows."""
+        self._current()
+        key = (self._state, view)
+        with self._lock:
+            if key in self._views:
+                self._views.move_to_end(key)
+                return self._views[key]
+        ids = self.frame(sql, params)["sample_id"].to_list()
+        with self._lock:
+            self._views[key] = ids
+            while len(self._views) > VIEWS_KEPT:
+                self._views.popitem(last=False)
+        return ids
 
     def has(self, table: str) -> bool:
         return table in dict(self._state or ()) or self.lake.exists(table)
@@ -250,8 +269,8 @@ def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery
 
 
 def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: float | None) -> tuple[str, list[Any]]:
-    """The SQL (and its parameters) of the filtered, sorted compare rows of ``query``, one
-    row per sample: ``sample_id``, ``position``, ``total`` (rows matching). ``direction``
+    """The SQL (and its parameters) of the filtered, sorted samples of the view ``query``
+    (every page), one row per sample: ``sample_id``, ``position``. ``direction``
     of the focus metric; ``bottom``: its worst value ("both wrong")."""
     shown = [query.baseline, *query.models]
     params: list[Any] = []
@@ -308,12 +327,10 @@ def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: f
     order = {"position": "s.position", "sample_id": "s.sample_id", "base": "v0",
              "delta": f"({sign}v1 - {sign}v0)" if len(shown) > 1 else "v0", "latency": "g0.latency_s"}[query.sort]
     direction_sql = "DESC" if query.desc else "ASC"
-    sql = (f"WITH {', '.join(ctes)} SELECT s.sample_id, s.position, count(*) OVER () AS total FROM s "
+    sql = (f"WITH {', '.join(ctes)} SELECT s.sample_id, s.position, {', '.join(cols)} FROM s "
            f"{' '.join(joins)}" + (f" WHERE {' AND '.join(where)}" if where else "")
-           + f" ORDER BY {order} {direction_sql} NULLS LAST, s.position LIMIT ? OFFSET ?")
-    # the SELECT list of `cols` is needed for ORDER BY v0/v1 aliases
-    sql = sql.replace("SELECT s.sample_id, s.position,", f"SELECT s.sample_id, s.position, {', '.join(cols)},", 1)
-    return sql, [*params, *wparams, query.page_size, (query.page - 1) * query.page_size]
+           + f" ORDER BY {order} {direction_sql} NULLS LAST, s.position")
+    return sql, [*params, *wparams]
 
 
 def _bottom(metric: str, direction: str) -> float | None:
@@ -340,11 +357,12 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
         return page
     direction = dict(zip(metrics["metric"], metrics["direction"])).get(query.metric) or "maximize"
     sql, params = compare_sql(query, fingerprint, direction, _bottom(query.metric, direction))
-    ids = reader.frame(sql, params)
-    page.total = int(ids["total"][0]) if ids.height else 0
-    if ids.height == 0:
+    ids = reader.view_ids(replace(query, page=1), sql, params)  # every page of the view, computed once per lake state
+    page.total = len(ids)
+    start = (query.page - 1) * query.page_size
+    if not ids[start:start + query.page_size]:
         return page
-    page.rows = page_rows(reader, fingerprint, [query.baseline, *query.models], ids["sample_id"].to_list(), metrics)
+    page.rows = page_rows(reader, fingerprint, [query.baseline, *query.models], ids[start:start + query.page_size], metrics)
     return page
 
 
