@@ -328,3 +328,20 @@ def test_fifty_thousand_samples_per_model_in_chromium(tmp_path):
         server.should_exit = True
         thread.join(timeout=10)
     assert all(u.startswith(f"http://127.0.0.1:{port}/") for u in requests)
+
+
+def test_the_leaderboard_is_the_stored_comparison(viewed):
+    from pipelines.view.data import leaderboard
+
+    lake, fp, reader = viewed
+    board = leaderboard(reader)
+    stored = query(lake, f"SELECT model, metric, mean, ci_low FROM comparisons WHERE fingerprint = '{fp}' AND kind = 'model_metric'"
+                         " AND mean IS NOT NULL")
+    assert board.height == stored.height > 0
+    assert dict(zip(zip(board["model"], board["metric"]), board["mean"])) == dict(zip(zip(stored["model"], stored["metric"]), stored["mean"]))
+    f1 = board.filter(pl.col("metric") == "token_f1")
+    assert set(f1["tie_group"].to_list()) <= {1, 2} and f1["tie_group"].min() == 1
+    regressed = query(lake, f"SELECT DISTINCT model, metric FROM comparisons WHERE fingerprint = '{fp}' AND kind = 'pairwise' "
+                            "AND verdict = 'regressed'")
+    assert set(zip(board.filter(pl.col("regressed"))["model"], board.filter(pl.col("regressed"))["metric"])) == set(
+        zip(regressed["model"], regressed["metric"]))

@@ -40,6 +40,7 @@ from pipelines.view.data import (
     evaluation_metrics,
     evaluation_models,
     evaluations,
+    leaderboard,
     metric_history,
     sample_record,
 )
@@ -113,7 +114,11 @@ def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = Non
         return render("error.html", status=404, message=str(exc))
 
     def home(request: Request) -> HTMLResponse:
-        return render("evaluations.html", evaluations=evaluations(reader).to_dicts())
+        board = leaderboard(reader)
+        boards: dict[str, list[dict[str, Any]]] = {}
+        for r in board.iter_rows(named=True):
+            boards.setdefault(r["evaluation"], []).append(r)
+        return render("evaluations.html", evaluations=evaluations(reader).to_dicts(), boards=boards)
 
     def compare(request: Request) -> HTMLResponse:
         try:

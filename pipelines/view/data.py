@@ -116,6 +116,24 @@ def evaluations(reader: LakeReader) -> pl.DataFrame:
         FROM evaluations e WHERE e.status = 'current' AND NOT coalesce(e.archived, false) ORDER BY e.name""")
 
 
+def leaderboard(reader: LakeReader) -> pl.DataFrame:
+    """Per current evaluation, model and metric, the stored comparison: ``mean``,
+    ``ci_low``/``ci_high``, ``tie_group`` (1 = best, models statistically indistinguishable
+    share one) and ``regressed`` (the model is significantly worse than the baseline on it:
+    the regression check's rule), from the ``comparisons`` table (empty before any)."""
+    if not (reader.lake.exists("comparisons") and reader.lake.exists("evaluations")):
+        return pl.DataFrame()
+    return reader.frame("""
+        SELECT e.name AS evaluation, c.model, c.metric, c.direction, c.mean, c.ci_low, c.ci_high,
+               TRY_CAST(json_extract_string(c.detail, '$.tie_group') AS INTEGER) AS tie_group,
+               EXISTS (SELECT 1 FROM comparisons p WHERE p.fingerprint = c.fingerprint AND p.kind = 'pairwise'
+                       AND p.model = c.model AND p.metric = c.metric AND p.verdict = 'regressed') AS regressed
+        FROM comparisons c JOIN evaluations e ON e.fingerprint = c.fingerprint AND e.status = 'current'
+             AND NOT coalesce(e.archived, false)
+        WHERE c.kind = 'model_metric' AND c.mean IS NOT NULL
+        ORDER BY e.name, c.metric, tie_group NULLS LAST, c.model""")
+
+
 def current_evaluation(reader: LakeReader, name: str) -> dict[str, Any]:
     """The current row of evaluation ``name`` (or of the evaluation whose fingerprint
     starts with ``name``); raises :class:`ViewError` naming the evaluations there are."""
