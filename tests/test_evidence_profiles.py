@@ -40,7 +40,7 @@ def test_export_holds_scores_fingerprint_inputs_and_manifest(exported):
     lake, resolved, out, manifest = exported
     assert manifest["fingerprint"] == resolved.fingerprint
     assert set(manifest["files"]) == {"evaluation.json", "models.json", "metrics.json", "scores.jsonl", "judge_details.jsonl",
-                                      "summary.jsonl", "runs.jsonl", "outbound_ledger.jsonl", "environment.json", "samples.jsonl"}
+                                      "summary.jsonl", "runs.jsonl", "outbound_ledger.jsonl", "reviews.jsonl", "environment.json", "samples.jsonl"}
     evaluation = json.loads((out / "evaluation.json").read_text())
     assert fingerprint_of(evaluation["fingerprint_inputs"]) == resolved.fingerprint
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
@@ -56,7 +56,7 @@ def test_verify_round_trips_and_detects_a_tampered_byte(exported, tmp_path, keys
     lake, resolved, out, _ = exported
     report = verify_evidence(out, public_key=keys[1], lake=lake)
     assert report.ok, report.problems
-    assert report.recomputed_fingerprint == resolved.fingerprint and report.files_checked == 10
+    assert report.recomputed_fingerprint == resolved.fingerprint and report.files_checked == 11
     assert report.signature_ok and report.anchored
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)

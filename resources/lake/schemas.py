@@ -388,38 +388,17 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     # human reviews (issue 29, resources/review/): one row per review given; the latest per
     # (model, sample, rubric, reviewer) counts, and human:<rubric> score rows are derived from them
-    "reviews": pa.schema(
-        [
-            ("fingerprint", pa.string()),
-            ("evaluation", pa.string()),
-            ("model", pa.string()),
-            ("sample_id", pa.string()),
-            ("rubric", pa.string()),
-            ("rubric_version", pa.string()),
-            ("reviewer", pa.string()),
-            ("value", pa.float64()),
-            ("label", pa.string()),
-            ("source", pa.string()),
-            ("review_id", pa.string()),
-            ("created_at", _TS),
-        ]
-    ),
+    "reviews": pa.schema([
+        ("fingerprint", pa.string()), ("evaluation", pa.string()), ("model", pa.string()), ("sample_id", pa.string()),
+        ("rubric", pa.string()), ("rubric_version", pa.string()), ("reviewer", pa.string()), ("value", pa.float64()),
+        ("label", pa.string()), ("source", pa.string()), ("review_id", pa.string()), ("created_at", _TS),
+    ]),
     # inter-reviewer and judge-vs-human agreement per rubric (issue 29, assets/agreement.py)
-    "agreement": pa.schema(
-        [
-            ("fingerprint", pa.string()),
-            ("rubric", pa.string()),
-            ("kind", pa.string()),
-            ("reviewer_a", pa.string()),
-            ("reviewer_b", pa.string()),
-            ("metric", pa.string()),
-            ("value", pa.float64()),
-            ("n", pa.int64()),
-            ("detail", pa.string()),
-            ("run_id", pa.string()),
-            ("created_at", _TS),
-        ]
-    ),
+    "agreement": pa.schema([
+        ("fingerprint", pa.string()), ("rubric", pa.string()), ("kind", pa.string()), ("reviewer_a", pa.string()),
+        ("reviewer_b", pa.string()), ("metric", pa.string()), ("value", pa.float64()), ("n", pa.int64()),
+        ("detail", pa.string()), ("run_id", pa.string()), ("created_at", _TS),
+    ]),
     "lm_eval_summary": pa.schema(
         [
             ("fingerprint", pa.string()),
