@@ -20,7 +20,6 @@ the write itself, which is what the two paths share.
     PYTHONPATH=. .venv/bin/python benchmarks/bench_io_manager.py --path io_manager --rows 200000   # one run (farm-bench)
 """
 
-from __future__ import annotations
 
 import argparse
 import datetime as dt
@@ -91,7 +90,8 @@ def materialise(path: str, rows: int, root: str, partition: str) -> float:
         resources["lake_io"] = LakeIOManager(root=root)
     instance = dg.DagsterInstance.ephemeral()
     start = time.perf_counter()
-    result = dg.materialize([asset], resources=resources, partition_key=partition, instance=instance, raise_on_error=True)
+    result = dg.materialize([asset], resources=resources, partition_key=partition, instance=instance, raise_on_error=True,
+                            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     seconds = time.perf_counter() - start
     assert result.success
     stored = LakeStore(root=root).read("scores", where={"model": partition}, columns=["sample_id"]).height
