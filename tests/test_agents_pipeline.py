@@ -230,3 +230,35 @@ def test_episodes_of_unknown_tasks_are_error_rows_and_never_scored(tmp_path, ins
 
     check = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(dg.AssetKey("episodes"), "check_episodes_known_tasks"))
     assert check is not None and check.event.dagster_event.event_specific_data.passed is False
+
+
+@pytest.mark.slow
+def test_the_viewer_shows_each_episode_s_turns_tool_calls_and_oracle_scores(demo_lake):
+    """issue 29: a task's sample page lists every trial's episode (turns, tool calls,
+    reward) and the oracles' per-episode scores, as stored."""
+    from starlette.testclient import TestClient
+
+    from pipelines.view import LakeReader, create_app
+    from pipelines.view.data import sample_record
+
+    lake, fp, _, _ = demo_lake
+    eps = lake.read("episodes", where={"fingerprint": fp}).sort("task_id", "trial")
+    task = eps["task_id"][0]
+    mine = eps.filter(pl.col("task_id") == task)
+    reader = LakeReader(lake)
+    try:
+        record = sample_record(reader, fp, task)
+    finally:
+        reader.close()
+    (model,) = record["models"]
+    trials = record["models"][model]["trials"]
+    assert sorted(trials) == sorted(mine["episode_id"].to_list())
+    for row in mine.iter_rows(named=True):
+        shown = trials[row["episode_id"]]
+        assert shown["episode"]["messages"] == json.loads(row["messages"])
+        assert shown["episode"]["tool_calls"] == json.loads(row["tool_calls"])
+        assert "episode_pass" in shown["scores"] and shown["scores"]["episode_pass"]["value"] == float(row["reward"] >= 1 - 1e-6)
+    page = TestClient(create_app(lake.root)).get(f"/sample/{fp}/{task}")
+    assert page.status_code == 200
+    assert page.text.count('class="tool-call"') == int(mine["n_tool_calls"].sum())
+    assert page.text.count('class="trial"') == mine.height

@@ -345,3 +345,32 @@ def test_the_leaderboard_is_the_stored_comparison(viewed):
                             "AND verdict = 'regressed'")
     assert set(zip(board.filter(pl.col("regressed"))["model"], board.filter(pl.col("regressed"))["metric"])) == set(
         zip(regressed["model"], regressed["metric"]))
+
+
+def test_history_marks_the_regression_alert_of_each_run(viewed):
+    from pipelines.view.data import metric_history
+
+    lake, fp, reader = viewed
+    history = metric_history(reader, "viewed", "token_f1")
+    frame = history.filter(pl.col("run_id") == history["run_id"][-1])  # after the last scores run (one run per model pair)
+    assert set(frame["model"]) == set(MODELS) and frame["n"].to_list() == [N, N]
+    f1 = _latest(lake, fp, "token_f1").group_by("model").agg(pl.col("value").mean())
+    assert dict(zip(frame["model"], frame["mean"])) == pytest.approx(dict(zip(f1["model"], f1["value"])))
+    regressed = set(query(lake, f"SELECT model FROM comparisons WHERE fingerprint = '{fp}' AND kind = 'pairwise' "
+                                "AND metric = 'token_f1' AND verdict = 'regressed'")["model"])
+    assert {m for m, r in zip(frame["model"], frame["regressed"]) if r} == regressed
+
+
+@pytest.mark.parametrize("sort", ["value:tuned", "delta:tuned", "input", "sample_id"])
+def test_any_column_sorts_like_sql(viewed, sort):
+    lake, fp, reader = viewed
+    q = CompareQuery(evaluation="viewed", baseline="sfres-system", metric="token_f1", sort=sort, desc=True)
+    got = _all_ids(reader, q)
+    f1 = _latest(lake, fp, "token_f1").pivot(on="model", index="sample_id", values="value")
+    samples = query(lake, f"SELECT sample_id, position, input FROM samples WHERE fingerprint = '{fp}'").join(f1, on="sample_id")
+    key = {"value:tuned": pl.col(MODEL), "delta:tuned": pl.col(MODEL) - pl.col("sfres-system"), "input": pl.col("input"),
+           "sample_id": pl.col("sample_id")}[sort]
+    expected = samples.with_columns(k=key).sort(["k", "position"], descending=[True, False], nulls_last=True)["sample_id"].to_list()
+    assert got == expected
+    with pytest.raises(ViewError, match="sort 'value:nobody' is not one of position, sample_id, input"):
+        compare_page(reader, CompareQuery(evaluation="viewed", sort="value:nobody"))

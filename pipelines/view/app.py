@@ -42,6 +42,7 @@ from pipelines.view.data import (
     evaluations,
     leaderboard,
     metric_history,
+    sort_columns,
     sample_record,
 )
 from resources.lake.resource import LakeStore
@@ -125,7 +126,8 @@ def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = Non
             page = compare_page(reader, CompareQuery.from_params(request.query_params))
         except ViewError as exc:
             return failure(exc)
-        return render("compare.html", page=page, q=page.query)
+        return render("compare.html", page=page, q=page.query,
+                      sort_keys=list(sort_columns([page.query.baseline, *page.query.models])))
 
     def sample(request: Request) -> HTMLResponse:
         fingerprint, sample_id = request.path_params["fingerprint"], request.path_params["sample_id"]

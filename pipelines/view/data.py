@@ -272,8 +272,9 @@ def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery
         raise ViewError(f"mode {query.mode!r} is not one of {', '.join(MODES)}")
     if query.filter_op not in OPS:
         raise ViewError(f"filter operator {query.filter_op!r} is not one of {', '.join(OPS)}")
-    if query.sort not in ("position", "sample_id", "base", "delta", "latency"):
-        raise ViewError(f"sort {query.sort!r} is not one of position, sample_id, base, delta, latency")
+    shown = (baseline, *(m for m in others if m != baseline))
+    if sort_columns(shown).get(query.sort) is None:
+        raise ViewError(f"sort {query.sort!r} is not one of {', '.join(sort_columns(shown))}")
     if query.filter_metric and query.filter_value:
         try:
             float(query.filter_value)
@@ -284,6 +285,22 @@ def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery
     resolved = replace(query, evaluation=row["name"], baseline=baseline, models=tuple(m for m in others if m != baseline),
                        metric=metric, filter_model=query.filter_model or (others[0] if others else baseline))
     return resolved, fingerprint, models, metrics
+
+
+def sort_columns(shown: tuple[str, ...] | list[str], sign: str = "") -> dict[str, str]:
+    """``{sort key: SQL}`` of every column of the compare view of models ``shown`` (the
+    baseline first): position, sample id, input, the baseline's focus value (``base``) and
+    latency, and per model its focus value (``value:M``), its delta against the baseline
+    (``delta:M``; ``delta`` = the first other model's) and its latency (``latency:M``).
+    ``sign`` is ``-`` for a minimised metric (deltas then read better = larger)."""
+    columns = {"position": "s.position", "sample_id": "s.sample_id", "input": "s.input", "base": "v0", "latency": "g0.latency_s",
+               "delta": f"({sign}v1 - {sign}v0)" if len(shown) > 1 else "v0"}
+    for i, model in enumerate(shown):
+        columns[f"value:{model}"] = f"v{i}"
+        columns[f"latency:{model}"] = f"g{i}.latency_s"
+        if i:
+            columns[f"delta:{model}"] = f"({sign}v{i} - {sign}v0)"
+    return columns
 
 
 def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: float | None) -> tuple[str, list[Any]]:
@@ -342,8 +359,7 @@ def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: f
                      f"AND r.model IN ({model_list}) AND {match.format('r.detail')})")
         where.append("(" + " OR ".join(f"coalesce({match.format(c)}, false)" for c in fields) + f" OR {reasoning})")
         wparams += [query.q] * len(fields) + [fingerprint, *shown, query.q]
-    order = {"position": "s.position", "sample_id": "s.sample_id", "base": "v0",
-             "delta": f"({sign}v1 - {sign}v0)" if len(shown) > 1 else "v0", "latency": "g0.latency_s"}[query.sort]
+    order = sort_columns(shown, sign)[query.sort]
     direction_sql = "DESC" if query.desc else "ASC"
     sql = (f"WITH {', '.join(ctes)} SELECT s.sample_id, s.position, {', '.join(cols)} FROM s "
            f"{' '.join(joins)}" + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -416,46 +432,80 @@ def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids
 def sample_record(reader: LakeReader, fingerprint: str, sample_id: str) -> dict[str, Any]:
     """Everything stored about one sample: the sample row, and per model its generation,
     every score (value, status, detail: the judge's reasoning and per-claim verdicts, the
-    run that wrote it), its token log-probabilities, and the Delta versions read. Raises
-    :class:`ViewError` for a sample the evaluation does not hold."""
+    run that wrote it), its token log-probabilities, and the Delta versions read. Repeated
+    trials (``<sample>#<trial>``) and agent episodes (their turns, tool calls and reward,
+    scored per episode) are listed per trial under ``trials``. Raises :class:`ViewError`
+    for a sample the evaluation does not hold."""
     sample = reader.frame("SELECT * FROM samples WHERE fingerprint = ? AND sample_id = ?", [fingerprint, sample_id])
     if sample.height == 0:
         raise ViewError(f"no sample {sample_id!r} under fingerprint {fingerprint[:12]}")
-    gens = reader.frame("SELECT * FROM generations WHERE fingerprint = ? AND sample_id = ? ORDER BY model, created_at",
-                        [fingerprint, sample_id])
-    scores = (reader.frame("SELECT model, metric, value, status, direction, detail, signature, run_id, created_at FROM scores "
-                           "WHERE fingerprint = ? AND sample_id = ? ORDER BY model, metric, created_at", [fingerprint, sample_id])
-              if reader.lake.exists("scores") else pl.DataFrame())
+    mine = "(sample_id = ? OR starts_with(sample_id, ? || '#'))"  # the sample and its trials / episodes
+    gens = reader.frame(f"SELECT * FROM generations WHERE fingerprint = ? AND {mine} ORDER BY model, created_at",
+                        [fingerprint, sample_id, sample_id]) if reader.lake.exists("generations") else pl.DataFrame()
+    scores = (reader.frame("SELECT model, sample_id, metric, value, status, direction, detail, signature, run_id, created_at "
+                           f"FROM scores WHERE fingerprint = ? AND {mine} ORDER BY model, metric, created_at",
+                           [fingerprint, sample_id, sample_id]) if reader.lake.exists("scores") else pl.DataFrame())
+    episodes = (reader.frame("SELECT model, episode_id, trial, messages, tool_calls, final_answer, reward, status FROM episodes "
+                             "WHERE fingerprint = ? AND task_id = ? ORDER BY model, trial", [fingerprint, sample_id])
+                if reader.lake.exists("episodes") else pl.DataFrame())
     tokens = (reader.frame("SELECT model, position, token, logprob FROM token_logprobs WHERE fingerprint = ? AND sample_id = ? "
                            "ORDER BY model, position", [fingerprint, sample_id]) if reader.lake.exists("token_logprobs") else pl.DataFrame())
     per_model: dict[str, dict[str, Any]] = {}
-    for g in gens.iter_rows(named=True):  # the latest generation per model
-        per_model.setdefault(g["model"], {})["generation"] = g
+    for g in gens.iter_rows(named=True):  # the latest generation per model (and per trial)
+        entry = per_model.setdefault(g["model"], {})
+        if g["sample_id"] == sample_id:
+            entry["generation"] = g
+        else:
+            entry.setdefault("trials", {}).setdefault(g["sample_id"], {})["generation"] = g
     for s in scores.iter_rows(named=True):
         entry = per_model.setdefault(s["model"], {})
-        try:
-            s["detail_json"] = json.loads(s["detail"]) if s["detail"] else {}
-        except ValueError:
-            s["detail_json"] = {"text": s["detail"]}
-        entry.setdefault("scores", {})[s["metric"]] = s  # the latest row per metric (ordered by created_at)
+        s["detail_json"] = _json(s["detail"])
+        target = entry if s["sample_id"] == sample_id else entry.setdefault("trials", {}).setdefault(s["sample_id"], {})
+        target.setdefault("scores", {})[s["metric"]] = s  # the latest row per metric (ordered by created_at)
+    for e in episodes.iter_rows(named=True):
+        trial = per_model.setdefault(e["model"], {}).setdefault("trials", {}).setdefault(e["episode_id"], {})
+        trial["episode"] = {**e, "messages": _json(e["messages"]) or [], "tool_calls": _json(e["tool_calls"]) or []}
     for t in tokens.iter_rows(named=True):
         per_model.setdefault(t["model"], {}).setdefault("tokens", []).append(t)
     return {"sample": sample.row(0, named=True), "models": per_model, "versions": reader.versions()}
 
 
+def _json(text: str | None) -> Any:
+    """A stored JSON column decoded (``{"text": ...}`` for text that is not JSON)."""
+    if not text:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"text": text}
+
+
 def metric_history(reader: LakeReader, evaluation: str, metric: str) -> pl.DataFrame:
     """The mean of ``metric`` per model after each scores run of the evaluation's current
-    fingerprint (``run_id``, ``finished_at``, ``model``, ``mean``, ``n``): the scores table
-    read at the Delta version each run wrote (time travel), oldest first."""
+    fingerprint (``run_id``, ``finished_at``, ``model``, ``mean``, ``n``, ``regressed``): the
+    scores table read at the Delta version each run wrote (time travel), oldest first;
+    ``regressed`` is the regression alert of the first comparison computed after that run
+    (the ``comparisons`` table at the version it wrote: the model significantly worse than
+    the baseline on this metric), None before any comparison."""
     row = current_evaluation(reader, evaluation)
     if not reader.lake.exists("runs"):
         return pl.DataFrame()
     runs = reader.frame("SELECT run_id, max(finished_at) AS finished_at, max(table_version) AS version FROM runs "
                         "WHERE fingerprint = ? AND asset = 'scores' GROUP BY run_id ORDER BY finished_at", [row["fingerprint"]])
+    verdicts = reader.frame("SELECT max(finished_at) AS finished_at, max(table_version) AS version FROM runs "
+                            "WHERE fingerprint = ? AND asset = 'comparisons' GROUP BY run_id ORDER BY finished_at",
+                            [row["fingerprint"]])
     out = []
     for run in runs.iter_rows(named=True):
         if run["version"] is None:
             continue
+        after = verdicts.filter(pl.col("finished_at") >= run["finished_at"]).head(1)
+        regressed: set[str] | None = None
+        if after.height and after["version"][0] is not None:
+            pairs = reader.lake.read("comparisons", where={"fingerprint": row["fingerprint"]}, version=int(after["version"][0]),
+                                     columns=["kind", "model", "metric", "verdict"])
+            regressed = set(pairs.filter((pl.col("kind") == "pairwise") & (pl.col("metric") == metric)
+                                         & (pl.col("verdict") == "regressed"))["model"].to_list())
         frame = reader.lake.read("scores", where={"fingerprint": row["fingerprint"], "metric": metric}, version=int(run["version"]),
                                  columns=["model", "sample_id", "value", "status", "created_at"])
         if frame.height == 0:
@@ -463,5 +513,6 @@ def metric_history(reader: LakeReader, evaluation: str, metric: str) -> pl.DataF
         latest = frame.sort("created_at").unique(subset=["model", "sample_id"], keep="last")
         for r in latest.filter(pl.col("status") == "scored").group_by("model").agg(
                 pl.col("value").mean().alias("mean"), pl.len().alias("n")).iter_rows(named=True):
-            out.append({"run_id": run["run_id"], "finished_at": run["finished_at"], **r})
+            out.append({"run_id": run["run_id"], "finished_at": run["finished_at"], **r,
+                        "regressed": None if regressed is None else r["model"] in regressed})
     return pl.DataFrame(out) if out else pl.DataFrame()

@@ -48,7 +48,8 @@ def export_view(lake_root: str, url: str, out: str | Path, max_samples: int = MA
         sample = env.get_template("sample.html")
         for n in range(1, first.pages + 1):
             page = first if n == 1 else compare_page(reader, CompareQuery(**{**query.__dict__, "page": n}))
-            html = compare.render(page=page, q=page.query, lake=lake_root, exported=url, css_url="view.css", home_url="index.html")
+            html = compare.render(page=page, q=page.query, lake=lake_root, exported=url, css_url="view.css", home_url="index.html",
+                                  sort_keys=[page.query.sort])
             (target / ("index.html" if n == 1 else f"page-{n}.html")).write_text(html, encoding="utf-8")
             shown = [page.query.baseline, *page.query.models]
             for r in page.rows:
