@@ -37,9 +37,10 @@ import polars as pl
 MODELS = ("base", "tuned")
 
 
-def build_lake(root: Path, n: int) -> tuple[str, str]:
+def build_lake(root: Path, n: int, prices: dict | None = None) -> tuple[str, str]:
     """A lake at ``root`` with evaluation ``scale`` over ``n`` samples and two models;
-    returns (lake root, fingerprint)."""
+    ``prices``: the spec's ``runtime.prices`` (tokens in and out are then recorded: words of
+    the input and of the output). Returns (lake root, fingerprint)."""
     from resources.catalog import register_evaluation
     from resources.catalog.spec import EvaluationSpec, resolve
     from resources.lake.resource import LakeStore
@@ -54,7 +55,8 @@ def build_lake(root: Path, n: int) -> tuple[str, str]:
     spec = EvaluationSpec.from_mapping({
         "name": "scale", "dataset": {"kind": "file", "path": str(data),
                                      "mapping": {"sample_id": "id", "input": "question", "references": "answer"}},
-        "models": {m: "precomputed:column=answer" for m in MODELS}, "metrics": ["exact_match", "token_f1"]})
+        "models": {m: "precomputed:column=answer" for m in MODELS}, "metrics": ["exact_match", "token_f1"],
+        **({"runtime": {"prices": prices}} if prices else {})})
     resolved = resolve(spec)
     lake = LakeStore(root=str(root / "lake"))
     register_evaluation(lake, resolved)
@@ -69,8 +71,9 @@ def build_lake(root: Path, n: int) -> tuple[str, str]:
         outputs = [a if i % wrong else "I do not know." for i, a in enumerate(answers)]
         lake.replace("generations", pl.DataFrame({
             "model": model, "fingerprint": fp, "dataset": resolved.dataset_name, "sample_id": ids, "output": outputs,
-            "status": "ok", "error": None, "backend": "precomputed", "prompt": None, "latency_s": 0.0, "tokens_in": None,
-            "tokens_out": None, "run_id": "bench", "created_at": now}, schema_overrides={
+            "status": "ok", "error": None, "backend": "precomputed", "prompt": None, "latency_s": 0.0,
+            "tokens_in": [len(s.input.split()) for s in resolved.samples] if prices else None,
+            "tokens_out": [len(o.split()) for o in outputs] if prices else None, "run_id": "bench", "created_at": now}, schema_overrides={
             "error": pl.String, "prompt": pl.String, "tokens_in": pl.Int64, "tokens_out": pl.Int64}), {"model": model, "fingerprint": fp})
         em = [1.0 if i % wrong else 0.0 for i in range(n)]
         f1 = [1.0 if i % wrong else 0.1 * ((i // wrong) % 7) / 7 for i in range(n)]

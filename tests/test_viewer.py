@@ -374,3 +374,22 @@ def test_any_column_sorts_like_sql(viewed, sort):
     assert got == expected
     with pytest.raises(ViewError, match="sort 'value:nobody' is not one of position, sample_id, input"):
         compare_page(reader, CompareQuery(evaluation="viewed", sort="value:nobody"))
+
+
+def test_cost_latency_and_tokens_show_where_recorded(tmp_path):
+    """With a price table in the spec and token counts stored, each output shows its cost:
+    tokens in and out times the price per million tokens."""
+    from starlette.testclient import TestClient
+
+    from benchmarks.bench_viewer import build_lake
+    from resources.lake.resource import LakeStore
+
+    prices = {"base": {"input_per_1m": 2.5, "output_per_1m": 10.0, "currency": "USD"},
+              "tuned": {"input_per_1m": 0.15, "output_per_1m": 0.6, "currency": "EUR"}}
+    root, fp = build_lake(tmp_path, 60, prices=prices)
+    gens = LakeStore(root=root).read("generations", where={"fingerprint": fp}).filter(pl.col("sample_id") == "s0")
+    html = TestClient(create_app(root)).get("/compare?" + urlencode({"evaluation": "scale", "baseline": "base"})).text
+    for row in gens.iter_rows(named=True):
+        p = prices[row["model"]]
+        cost = (row["tokens_in"] * p["input_per_1m"] + row["tokens_out"] * p["output_per_1m"]) / 1e6
+        assert f"{row['tokens_in']} → {row['tokens_out']} tokens · <span class=\"cost\">{cost:.6f} {p['currency']}</span>" in html

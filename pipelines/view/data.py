@@ -241,6 +241,16 @@ class ComparePage:
     metrics: pl.DataFrame
     rows: list[dict[str, Any]] = field(default_factory=list)
     total: int = 0
+    prices: dict[str, Any] = field(default_factory=dict)  # model -> price entry (runtime.prices / $FACETLAKE_PRICES)
+
+    def cost(self, model: str, generation: dict[str, Any]) -> float | None:
+        """The cost of one generation: tokens in and out times the model's price per
+        million tokens; None without a price or token counts."""
+        price = self.prices.get(model)
+        if not price or generation.get("tokens_in") is None or generation.get("tokens_out") is None:
+            return None
+        return (generation["tokens_in"] * float(price.get("input_per_1m", 0.0))
+                + generation["tokens_out"] * float(price.get("output_per_1m", 0.0))) / 1e6
 
     @property
     def pages(self) -> int:
@@ -386,7 +396,7 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
     output, status, latency and tokens, and every stored score with its delta against the
     baseline. Raises :class:`ViewError` for an unknown evaluation, model or metric."""
     query, fingerprint, models, metrics = resolve_query(reader, query)
-    page = ComparePage(query, fingerprint, models, metrics)
+    page = ComparePage(query, fingerprint, models, metrics, prices=_prices(reader, query))
     if not query.metric:
         return page
     direction = dict(zip(metrics["metric"], metrics["direction"])).get(query.metric) or "maximize"
@@ -400,6 +410,16 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
     return page
 
 
+def _prices(reader: LakeReader, query: CompareQuery) -> dict[str, Any]:
+    """The price entry of each shown model (by slug or spec string), from the evaluation's
+    ``runtime.prices`` or ``$FACETLAKE_PRICES`` (resources/backends/planning.py)."""
+    from resources.backends.planning import load_prices, price_for
+
+    spec = json.loads(current_evaluation(reader, query.evaluation)["spec"] or "{}")
+    prices = load_prices(spec.get("runtime") or {})
+    return {m: price_for(prices, m, (spec.get("models") or {}).get(m)) for m in (query.baseline, *query.models)}
+
+
 def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids: list[str],
               metrics: pl.DataFrame) -> list[dict[str, Any]]:
     """The display rows of ``sample_ids`` (in that order): sample fields, and per model its
@@ -410,6 +430,7 @@ def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids
                            f"WHERE fingerprint = ? AND sample_id IN ({marks})", [fingerprint, *sample_ids])
     gens = reader.frame(f"SELECT model, sample_id, arg_max(output, created_at) AS output, arg_max(status, created_at) AS status, "
                         f"arg_max(error, created_at) AS error, arg_max(latency_s, created_at) AS latency_s, "
+                        f"arg_max(tokens_in, created_at) AS tokens_in, "
                         f"arg_max(tokens_out, created_at) AS tokens_out FROM generations WHERE fingerprint = ? "
                         f"AND model IN ({models}) AND sample_id IN ({marks}) GROUP BY ALL", [fingerprint, *shown, *sample_ids])
     scores = reader.frame(f"SELECT model, sample_id, metric, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status "
