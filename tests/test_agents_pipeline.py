@@ -262,3 +262,29 @@ def test_the_viewer_shows_each_episode_s_turns_tool_calls_and_oracle_scores(demo
     assert page.status_code == 200
     assert page.text.count('class="tool-call"') == int(mine["n_tool_calls"].sum())
     assert page.text.count('class="trial"') == mine.height
+
+
+@pytest.mark.slow
+def test_the_compare_view_ranks_tasks_by_their_mean_over_trials(demo_lake):
+    """Scores are per episode (<task>#<trial>); the compare view's value of a task is the
+    mean over its trials: sorting by it equals tau-bench's pass rate c / n per task."""
+    from pipelines.view import CompareQuery, LakeReader, compare_page
+
+    lake, fp, _, _ = demo_lake
+    counts = _raw_counts()
+    positions = dict(zip(*lake.read("samples", where={"fingerprint": fp}, columns=["sample_id", "position"]).to_dict(as_series=False).values()))
+    expected = sorted(counts, key=lambda t: (-counts[t][1] / counts[t][0], positions[t]))
+    reader = LakeReader(lake)
+    try:
+        ids, page = [], 1
+        while True:
+            result = compare_page(reader, CompareQuery(evaluation=fp, metric="episode_pass", sort="base", desc=True, page=page))
+            ids += [r["sample_id"] for r in result.rows]
+            if page >= result.pages:
+                break
+            page += 1
+        wrong = compare_page(reader, CompareQuery(evaluation=fp, metric="episode_pass", mode="both_wrong"))
+    finally:
+        reader.close()
+    assert ids == expected
+    assert wrong.total == sum(1 for t, (n, c) in counts.items() if c == 0)  # every trial failed

@@ -147,10 +147,12 @@ def current_evaluation(reader: LakeReader, name: str) -> dict[str, Any]:
 
 
 def evaluation_models(reader: LakeReader, fingerprint: str) -> list[str]:
-    """The models with stored generations under ``fingerprint``, sorted."""
-    if not reader.lake.exists("generations"):
+    """The models with stored generations (or agent episodes) under ``fingerprint``, sorted."""
+    tables = [t for t in ("generations", "episodes") if reader.lake.exists(t)]
+    if not tables:
         return []
-    return reader.frame("SELECT DISTINCT model FROM generations WHERE fingerprint = ? ORDER BY model", [fingerprint])["model"].to_list()
+    sql = " UNION ".join(f"SELECT DISTINCT model FROM {t} WHERE fingerprint = ?" for t in tables)
+    return sorted(reader.frame(sql, [fingerprint] * len(tables))["model"].to_list())
 
 
 def evaluation_metrics(reader: LakeReader, fingerprint: str) -> pl.DataFrame:
@@ -313,7 +315,8 @@ def sort_columns(shown: tuple[str, ...] | list[str], sign: str = "") -> dict[str
     return columns
 
 
-def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: float | None) -> tuple[str, list[Any]]:
+def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: float | None,
+                has_generations: bool = True) -> tuple[str, list[Any]]:
     """The SQL (and its parameters) of the filtered, sorted samples of the view ``query``
     (every page), one row per sample: ``sample_id``, ``position``. ``direction``
     of the focus metric; ``bottom``: its worst value ("both wrong")."""
@@ -323,10 +326,18 @@ def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: f
     model_list = ", ".join("?" for _ in shown)
     ctes = [
         "s AS (SELECT sample_id, position, input, metadata FROM samples WHERE fingerprint = ?)",
-        f"g AS (SELECT model, sample_id, arg_max(output, created_at) AS output, arg_max(status, created_at) AS status, "
-        f"arg_max(latency_s, created_at) AS latency_s FROM generations WHERE fingerprint = ? AND model IN ({model_list}) GROUP BY ALL)",
-        f"f AS (SELECT model, sample_id, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status "
+        (f"g AS (SELECT model, sample_id, arg_max(output, created_at) AS output, arg_max(status, created_at) AS status, "
+         f"arg_max(latency_s, created_at) AS latency_s FROM generations WHERE fingerprint = ? AND model IN ({model_list}) GROUP BY ALL)")
+        if has_generations else  # an agent evaluation: episodes, no generations table
+        (f"g AS (SELECT NULL::VARCHAR AS model, NULL::VARCHAR AS sample_id, NULL::VARCHAR AS output, NULL::VARCHAR AS status, "
+         f"NULL::DOUBLE AS latency_s WHERE ? IS NULL AND NULL IN ({model_list}))"),
+        f"f1 AS (SELECT model, sample_id, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status "
         f"FROM scores WHERE fingerprint = ? AND metric = ? AND model IN ({model_list}) GROUP BY ALL)",
+        # repeated trials and agent episodes are scored per <sample>#<trial>: a sample's value is the mean over its trials
+        "f AS (SELECT model, CASE WHEN contains(sample_id, '#') AND sample_id NOT IN (SELECT sample_id FROM s) "
+        "THEN regexp_replace(sample_id, '#[0-9]+$', '') ELSE sample_id END AS sample_id, "
+        "avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') THEN 'scored' "
+        "WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM f1 GROUP BY ALL)",
     ]
     params += [fingerprint, fingerprint, *shown, fingerprint, query.metric, *shown]
     joins, cols = [], []
@@ -400,7 +411,7 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
     if not query.metric:
         return page
     direction = dict(zip(metrics["metric"], metrics["direction"])).get(query.metric) or "maximize"
-    sql, params = compare_sql(query, fingerprint, direction, _bottom(query.metric, direction))
+    sql, params = compare_sql(query, fingerprint, direction, _bottom(query.metric, direction), reader.lake.exists("generations"))
     ids = reader.view_ids(replace(query, page=1), sql, params)  # every page of the view, computed once per lake state
     page.total = len(ids)
     start = (query.page - 1) * query.page_size
@@ -428,14 +439,21 @@ def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids
     models = ", ".join("?" for _ in shown)
     samples = reader.frame(f"SELECT sample_id, position, input, \"references\", metadata FROM samples "
                            f"WHERE fingerprint = ? AND sample_id IN ({marks})", [fingerprint, *sample_ids])
-    gens = reader.frame(f"SELECT model, sample_id, arg_max(output, created_at) AS output, arg_max(status, created_at) AS status, "
+    gens = pl.DataFrame() if not reader.lake.exists("generations") else reader.frame(
+                        f"SELECT model, sample_id, arg_max(output, created_at) AS output, arg_max(status, created_at) AS status, "
                         f"arg_max(error, created_at) AS error, arg_max(latency_s, created_at) AS latency_s, "
                         f"arg_max(tokens_in, created_at) AS tokens_in, "
                         f"arg_max(tokens_out, created_at) AS tokens_out FROM generations WHERE fingerprint = ? "
                         f"AND model IN ({models}) AND sample_id IN ({marks}) GROUP BY ALL", [fingerprint, *shown, *sample_ids])
-    scores = reader.frame(f"SELECT model, sample_id, metric, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status "
-                          f"FROM scores WHERE fingerprint = ? AND model IN ({models}) AND sample_id IN ({marks}) GROUP BY ALL",
-                          [fingerprint, *shown, *sample_ids]) if reader.lake.exists("scores") else pl.DataFrame()
+    # a sample's score: its own row, or the mean over its trials / episodes (<sample>#<trial>)
+    scores = reader.frame(
+        f"WITH t AS (SELECT model, sample_id AS trial, CASE WHEN sample_id IN ({marks}) THEN sample_id "
+        f"ELSE regexp_replace(sample_id, '#[0-9]+$', '') END AS sample_id, metric, arg_max(value, created_at) AS value, "
+        f"arg_max(status, created_at) AS status FROM scores WHERE fingerprint = ? AND model IN ({models}) "
+        f"AND (sample_id IN ({marks}) OR regexp_replace(sample_id, '#[0-9]+$', '') IN ({marks})) GROUP BY model, trial, metric) "
+        "SELECT model, sample_id, metric, avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') "
+        "THEN 'scored' WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM t GROUP BY ALL",
+        [*sample_ids, fingerprint, *shown, *sample_ids, *sample_ids]) if reader.lake.exists("scores") else pl.DataFrame()
     by_sample = {r["sample_id"]: r for r in samples.iter_rows(named=True)}
     outputs = {(r["model"], r["sample_id"]): r for r in gens.iter_rows(named=True)}
     values: dict[tuple[str, str], dict[str, tuple[Any, str]]] = {}
