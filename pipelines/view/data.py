@@ -316,7 +316,7 @@ def sort_columns(shown: tuple[str, ...] | list[str], sign: str = "") -> dict[str
 
 
 def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: float | None,
-                has_generations: bool = True) -> tuple[str, list[Any]]:
+                has_generations: bool = True, trials: bool = False) -> tuple[str, list[Any]]:
     """The SQL (and its parameters) of the filtered, sorted samples of the view ``query``
     (every page), one row per sample: ``sample_id``, ``position``. ``direction``
     of the focus metric; ``bottom``: its worst value ("both wrong")."""
@@ -334,10 +334,11 @@ def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: f
         f"f1 AS (SELECT model, sample_id, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status "
         f"FROM scores WHERE fingerprint = ? AND metric = ? AND model IN ({model_list}) GROUP BY ALL)",
         # repeated trials and agent episodes are scored per <sample>#<trial>: a sample's value is the mean over its trials
-        "f AS (SELECT model, CASE WHEN contains(sample_id, '#') AND sample_id NOT IN (SELECT sample_id FROM s) "
-        "THEN regexp_replace(sample_id, '#[0-9]+$', '') ELSE sample_id END AS sample_id, "
-        "avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') THEN 'scored' "
-        "WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM f1 GROUP BY ALL)",
+        ("f AS (SELECT model, CASE WHEN sample_id IN (SELECT sample_id FROM s) THEN sample_id "
+         "ELSE regexp_replace(sample_id, '#[0-9]+$', '') END AS sample_id, "
+         "avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') THEN 'scored' "
+         "WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM f1 GROUP BY ALL)")
+        if trials else "f AS (SELECT * FROM f1)",
     ]
     params += [fingerprint, fingerprint, *shown, fingerprint, query.metric, *shown]
     joins, cols = [], []
@@ -411,13 +412,14 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
     if not query.metric:
         return page
     direction = dict(zip(metrics["metric"], metrics["direction"])).get(query.metric) or "maximize"
-    sql, params = compare_sql(query, fingerprint, direction, _bottom(query.metric, direction), reader.lake.exists("generations"))
+    trials = _has_trials(reader, query.evaluation, fingerprint)
+    sql, params = compare_sql(query, fingerprint, direction, _bottom(query.metric, direction), reader.lake.exists("generations"), trials)
     ids = reader.view_ids(replace(query, page=1), sql, params)  # every page of the view, computed once per lake state
     page.total = len(ids)
     start = (query.page - 1) * query.page_size
     if not ids[start:start + query.page_size]:
         return page
-    page.rows = page_rows(reader, fingerprint, [query.baseline, *query.models], ids[start:start + query.page_size], metrics)
+    page.rows = page_rows(reader, fingerprint, [query.baseline, *query.models], ids[start:start + query.page_size], metrics, trials)
     return page
 
 
@@ -431,8 +433,18 @@ def _prices(reader: LakeReader, query: CompareQuery) -> dict[str, Any]:
     return {m: price_for(prices, m, (spec.get("models") or {}).get(m)) for m in (query.baseline, *query.models)}
 
 
+def _has_trials(reader: LakeReader, evaluation: str, fingerprint: str) -> bool:
+    """Whether the evaluation scores per ``<sample>#<trial>``: repeated trials in its spec,
+    or agent episodes stored under it."""
+    spec = json.loads(current_evaluation(reader, evaluation)["spec"] or "{}")
+    if spec.get("trials"):
+        return True
+    return reader.lake.exists("episodes") and reader.frame(
+        "SELECT count(*) AS n FROM (SELECT 1 FROM episodes WHERE fingerprint = ? LIMIT 1)", [fingerprint])["n"][0] > 0
+
+
 def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids: list[str],
-              metrics: pl.DataFrame) -> list[dict[str, Any]]:
+              metrics: pl.DataFrame, trials: bool = False) -> list[dict[str, Any]]:
     """The display rows of ``sample_ids`` (in that order): sample fields, and per model its
     latest generation and ``{metric: (value, status)}``."""
     marks = ", ".join("?" for _ in sample_ids)
@@ -450,7 +462,8 @@ def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids
         f"WITH t AS (SELECT model, sample_id AS trial, CASE WHEN sample_id IN ({marks}) THEN sample_id "
         f"ELSE regexp_replace(sample_id, '#[0-9]+$', '') END AS sample_id, metric, arg_max(value, created_at) AS value, "
         f"arg_max(status, created_at) AS status FROM scores WHERE fingerprint = ? AND model IN ({models}) "
-        f"AND (sample_id IN ({marks}) OR regexp_replace(sample_id, '#[0-9]+$', '') IN ({marks})) GROUP BY model, trial, metric) "
+        f"AND (sample_id IN ({marks}) OR {'true' if trials else 'false'} AND regexp_replace(sample_id, '#[0-9]+$', '') "
+        f"IN ({marks})) GROUP BY model, trial, metric) "
         "SELECT model, sample_id, metric, avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') "
         "THEN 'scored' WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM t GROUP BY ALL",
         [*sample_ids, fingerprint, *shown, *sample_ids, *sample_ids]) if reader.lake.exists("scores") else pl.DataFrame()
