@@ -215,6 +215,20 @@ def test_the_agreement_asset_is_a_verdict_kept_fresh_after_reviews(reviewed_lake
     assert sorted((r["kind"], r["metric"], round(r["value"], 12)) for r in expected) == sorted(
         (k, m, round(v, 12)) for k, m, v in zip(stored["kind"], stored["metric"], stored["value"]))
     assert {"cohen_kappa", "fleiss_kappa", "krippendorff_alpha", "judge_vs_human_auroc"} <= set(stored["kind"])
+    # the viewer's agreement page: the stored rows, each disagreement linked to its sample page
+    import re
+
+    from starlette.testclient import TestClient
+
+    from pipelines.view import create_app
+
+    client = TestClient(create_app(lake.root))
+    page = client.get("/agreement?evaluation=rev").text
+    assert page.count('class="agreement-row"') == stored.height
+    links = re.findall(r'class="disagreement" href="([^"]+)"', page)
+    disagree = {f"q{i}" for i in range(30) if (i % 3 != 0) != ((i + 1) % 3 != 0)}  # alice and bob differ
+    assert {re.search(r"/sample/[0-9a-f]+/([^?]+)", link).group(1) for link in links} == disagree
+    assert client.get(links[0].replace("&amp;", "&")).status_code == 200
 
 
 def test_evidence_carries_the_reviews_and_verify_catches_an_altered_one(reviewed_lake, tmp_path):

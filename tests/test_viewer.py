@@ -5,7 +5,6 @@ here (DuckDB over the same lake), never against the viewer's own numbers."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from urllib.parse import urlencode
@@ -243,9 +242,13 @@ def test_pages_in_chromium(viewed, server):
         assert "token_f1" in page.inner_text("section.model[data-model='tuned']")
         page.goto(server + "/compare?evaluation=nope")
         assert "no evaluation 'nope'" in page.inner_text("#error")
+        # the history chart: plotly served by the viewer itself, drawn without error
+        page.goto(server + "/history?" + urlencode({"evaluation": "viewed", "metric": "token_f1"}))
+        page.wait_for_selector("#history-chart svg.main-svg", timeout=60_000)
+        assert page.eval_on_selector_all("#history tbody tr", "rows => rows.length") == 3  # run 1: one model; run 2: both
     outside = [u for u in requests if not u.startswith(server)]
     assert outside == [] and [p for p in problems if "404" not in p] == []
-    assert re.search(r"/static/view\.css$", " ".join(requests))
+    assert any(u.endswith("/static/view.css") for u in requests) and any(u.endswith("/static/plotly.min.js") for u in requests)
 
 
 @pytest.mark.slow

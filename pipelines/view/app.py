@@ -24,7 +24,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -48,6 +48,36 @@ from pipelines.view.data import (
 from resources.lake.resource import LakeStore
 
 HERE = Path(__file__).parent
+
+
+def _plotly_js() -> Path:
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+PLOTLY_JS = _plotly_js()  # served by the viewer itself (the package's copy): no CDN
+
+
+def history_chart(rows: list[dict[str, Any]], metric: str) -> Markup | None:
+    """A plotly line chart of ``metric``'s mean per model across scores runs, with the runs
+    whose comparison raised the regression alert marked (red crosses); None without rows.
+    The figure's script is the page's ``/static/plotly.min.js``."""
+    if not rows:
+        return None
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for model in sorted({r["model"] for r in rows}):
+        mine = [r for r in rows if r["model"] == model]
+        fig.add_trace(go.Scatter(x=[r["finished_at"] for r in mine], y=[r["mean"] for r in mine], mode="lines+markers", name=model))
+        alerts = [r for r in mine if r.get("regressed")]
+        if alerts:
+            fig.add_trace(go.Scatter(x=[r["finished_at"] for r in alerts], y=[r["mean"] for r in alerts], mode="markers",
+                                     marker={"symbol": "x", "size": 12, "color": "#b00020"}, name=f"{model}: regression alert"))
+    fig.update_layout(title=f"{metric}: mean per model after each scores run", xaxis_title="run finished (UTC)",
+                      yaxis_title=metric, margin={"l": 50, "r": 20, "t": 50, "b": 40}, height=360)
+    return Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id="history-chart", config={"displaylogo": False}))
 
 
 def word_diff(base: str | None, other: str | None) -> Markup:
@@ -205,8 +235,29 @@ def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = Non
             frame = metric_history(reader, row["name"], metric) if metric else None
         except ViewError as exc:
             return failure(exc)
-        return render("history.html", evaluation=row["name"], metric=metric, metrics=metrics,
-                      rows=frame.to_dicts() if frame is not None and frame.height else [])
+        rows = frame.to_dicts() if frame is not None and frame.height else []
+        return render("history.html", evaluation=row["name"], metric=metric, metrics=metrics, rows=rows,
+                      chart=history_chart(rows, metric))
+
+    def agreement_page(request: Request) -> HTMLResponse:
+        import json
+
+        try:
+            row = current_evaluation(reader, request.query_params.get("evaluation", ""))
+        except ViewError as exc:
+            return failure(exc)
+        stored = reader.frame("SELECT rubric, kind, reviewer_a, reviewer_b, metric, value, n, detail FROM agreement "
+                              "WHERE fingerprint = ? ORDER BY rubric, kind, metric, reviewer_a, reviewer_b",
+                              [row["fingerprint"]]) if lake.exists("agreement") else pl.DataFrame()
+        rows = []
+        for r in stored.iter_rows(named=True):
+            items = (json.loads(r["detail"] or "{}").get("disagreements") or [])
+            rows.append({**r, "disagreements": [dict(zip(("model", "sample_id"), item.split("/", 1))) for item in items]})
+        return render("agreement.html", evaluation=row["name"], fingerprint=row["fingerprint"], rows=rows,
+                      rubrics=_plan(row["spec"]).rubrics)
+
+    def plotly_js(request: Request) -> FileResponse:
+        return FileResponse(PLOTLY_JS, media_type="text/javascript")
 
     def healthz(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
@@ -219,7 +270,7 @@ def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = Non
     app = Starlette(routes=[
         Route("/", home), Route("/compare", compare), Route("/sample/{fingerprint}/{sample_id:path}", sample),
         Route("/history", history), Route("/healthz", healthz), Route("/review", review, methods=["POST"]),
-        Route("/queue", queue),
+        Route("/queue", queue), Route("/agreement", agreement_page), Route("/static/plotly.min.js", plotly_js),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ], lifespan=lifespan)
     app.state.reader = reader
