@@ -28,21 +28,16 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from pipelines.view.compare import MODES, OPS, PAGE_SIZE, CompareQuery, compare_page, sort_columns
 from pipelines.view.data import (
-    MODES,
-    OPS,
-    PAGE_SIZE,
-    CompareQuery,
     LakeReader,
     ViewError,
-    compare_page,
     current_evaluation,
     evaluation_metrics,
     evaluation_models,
     evaluations,
     leaderboard,
     metric_history,
-    sort_columns,
     sample_record,
 )
 from resources.lake.resource import LakeStore

@@ -12,7 +12,8 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from pipelines.view.app import HERE, _plan, template_environment
-from pipelines.view.data import CompareQuery, LakeReader, ViewError, compare_page, sample_record
+from pipelines.view.compare import CompareQuery, compare_page
+from pipelines.view.data import LakeReader, ViewError, sample_record
 from resources.lake.resource import LakeStore
 
 MAX_SAMPLES = 5000
