@@ -414,11 +414,9 @@ def regression_check(
     partitions_def=evaluation_partitions,
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE), dg.AssetDep("generations", partition_mapping=EVALUATION_EDGE)],
     kinds={"polars", "scipy"},
-    # partitioned like the asset: each evaluation's alert stands on its own in the UI
-    check_specs=[dg.AssetCheckSpec(CHECK_REGRESSION, asset="comparisons", partitions_def=evaluation_partitions,
-                                   description="the release gate: no model significantly worse than the evaluation's configured baseline "
-                                               "(Holm-corrected paired test) and no `gate:` rule of its spec breached "
-                                               "(the rule of `facetlake compare --fail-on-regression`)")],
+    checks={CHECK_REGRESSION: "the release gate: no model significantly worse than the evaluation's configured baseline "
+                              "(Holm-corrected paired test) and no `gate:` rule of its spec breached "
+                              "(the rule of `facetlake compare --fail-on-regression`)"},
 )
 def comparisons(context: dg.AssetExecutionContext, config: ComparisonsConfig, lake: LakeStore):
     """N-model comparison per fingerprint: per-metric mean/median/95% CI and winner, pairwise paired tests (Holm), sample changes, trade-off."""

@@ -74,24 +74,34 @@ def delta_spec(table: str, *, description: str, columns: Mapping[str, str] | Non
                         kinds={"delta", *kinds}, metadata=_metadata(table, columns))
 
 
+def _check_specs(asset: str, partitions_def: dg.PartitionsDefinition, checks: Mapping[str, str]) -> list[dg.AssetCheckSpec]:
+    """``{check name: description}`` as check specs on ``asset``, partitioned like it: one
+    result per partition, never one evaluation's result hiding another's."""
+    return [dg.AssetCheckSpec(name, asset=asset, partitions_def=partitions_def, description=text) for name, text in checks.items()]
+
+
 def delta_asset(table: str, *, partitions_def: dg.PartitionsDefinition, deps: Iterable[Any] = (), kinds: Iterable[str] = (),
-                columns: Mapping[str, str] | None = None, check_specs: Iterable[dg.AssetCheckSpec] = (),
+                columns: Mapping[str, str] | None = None, checks: Mapping[str, str] | None = None,
                 group_name: str = "evaluation", **kwargs: Any):  # noqa: ANN201 - dagster's asset decorator
     """``@dg.asset`` for the asset that writes Delta table ``table`` (the asset is named
     after it): partitioned by ``partitions_def``, in pool ``delta_<table>`` (one writer of
     a table at a time where the instance sets pool limits), kinds ``delta`` plus ``kinds``
-    (the libraries the asset computes with), the true column schema, ``check_specs``."""
+    (the libraries the asset computes with), the true column schema, and its asset
+    ``checks`` (``{name: description}``, partitioned like the asset)."""
     return dg.asset(name=table, partitions_def=partitions_def, deps=list(deps), group_name=group_name, kinds={"delta", *kinds},
-                    pool=f"delta_{table}", check_specs=list(check_specs), metadata=_metadata(table, columns), **kwargs)
+                    pool=f"delta_{table}", check_specs=_check_specs(table, partitions_def, checks or {}),
+                    metadata=_metadata(table, columns), **kwargs)
 
 
 def delta_multi_asset(name: str, *, partitions_def: dg.PartitionsDefinition, specs: Iterable[dg.AssetSpec],
-                      check_specs: Iterable[dg.AssetCheckSpec] = (), **kwargs: Any):  # noqa: ANN201 - dagster's decorator
+                      checks: Mapping[str, str] | None = None, **kwargs: Any):  # noqa: ANN201 - dagster's decorator
     """``@dg.multi_asset`` for one step that writes several Delta tables (``specs`` from
     :func:`delta_spec`), in pool ``delta_<name>``, not subsettable: the tables are written
-    together, so they are materialised together (a job selecting one selects all)."""
-    return dg.multi_asset(name=name, partitions_def=partitions_def, specs=list(specs), check_specs=list(check_specs),
-                          pool=f"delta_{name}", can_subset=False, **kwargs)
+    together, so they are materialised together (a job selecting one selects all).
+    ``checks`` (``{name: description}``) are on the asset named ``name``."""
+    return dg.multi_asset(name=name, partitions_def=partitions_def, specs=list(specs),
+                          check_specs=_check_specs(name, partitions_def, checks or {}), pool=f"delta_{name}", can_subset=False,
+                          **kwargs)
 
 
 def table_metadata(lake: Any, table: str, rows: int, version: int | None = None) -> dict[str, Any]:

@@ -110,10 +110,10 @@ def _live_episodes(context, spec, samples, backend, backends, model: str, finger
     partitions_def=pair_partitions,
     deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"],
     columns=EPISODES_COLUMNS,
-    check_specs=[
-        dg.AssetCheckSpec(CHECK_UNIQUE, asset="episodes", partitions_def=pair_partitions, description="one episode per (task, trial)"),
-        dg.AssetCheckSpec(CHECK_KNOWN, asset="episodes", partitions_def=pair_partitions, description="every episode belongs to a task of the evaluation and ran without error"),
-    ],
+    checks={
+        CHECK_UNIQUE: "one episode per (task, trial)",
+        CHECK_KNOWN: "every episode belongs to a task of the evaluation and ran without error",
+    },
 )
 @outbound_scope  # anonymiser + outbound ledger when the agent is an API model
 def episodes(context: dg.AssetExecutionContext, config: EpisodesConfig, lake: LakeStore, backends: ModelBackends) -> dg.MaterializeResult:

@@ -88,12 +88,10 @@ CHECK_COMPLETE = "check_generations_every_sample"
                    deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"]),
         *(delta_spec(table, description=text, deps=["generations"]) for table, text in SIDE_TABLES.items()),
     ],
-    check_specs=[
-        dg.AssetCheckSpec(CHECK_ERROR_RATE, asset="generations", partitions_def=pair_partitions,
-                          description="share of samples whose generation failed, at most runtime.max_error_rate (default 0)"),
-        dg.AssetCheckSpec(CHECK_COMPLETE, asset="generations", partitions_def=pair_partitions,
-                          description="every registered sample (x trial) has a row: an output or an error"),
-    ],
+    checks={
+        CHECK_ERROR_RATE: "share of samples whose generation failed, at most runtime.max_error_rate (default 0)",
+        CHECK_COMPLETE: "every registered sample (x trial) has a row: an output or an error",
+    },
 )
 @lease_scope  # one live writer per (fingerprint, model): a second run waits, then reuses (issue 16)
 @outbound_scope  # anonymiser + outbound ledger for API calls (privacy issue)

@@ -46,8 +46,7 @@ LM_EVAL_SUMMARY_COLUMNS = {
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
     kinds={"polars"},
     columns=LM_EVAL_SUMMARY_COLUMNS,
-    check_specs=[dg.AssetCheckSpec(CHECK_AGREES, asset="lm_eval_summary", partitions_def=evaluation_partitions,
-                                   description="lm-eval's aggregates and standard errors equal facetlake's (within 1e-12)")],
+    checks={CHECK_AGREES: "lm-eval's aggregates and standard errors equal facetlake's (within 1e-12)"},
 )
 def lm_eval_summary(context: dg.AssetExecutionContext, lake: LakeStore):
     """lm-eval's aggregate and stderr next to facetlake's value, stderr and interval for the same numbers, one partition per fingerprint."""

@@ -222,15 +222,11 @@ def validate_samples(samples: list[Sample], dataset_kind: str) -> list[dg.AssetC
     deps=["evaluations"],  # the registration it loads the dataset config from
     kinds={"polars", "great_expectations"},
     columns=SAMPLES_COLUMNS,
-    check_specs=[
-        # partitioned like the asset: one result per evaluation, never one evaluation's result hiding another's
-        dg.AssetCheckSpec(CHECK_REQUIRED, asset="samples", partitions_def=evaluation_partitions,
-                          description="required fields present and non-null (Great Expectations)"),
-        dg.AssetCheckSpec(CHECK_UNIQUE, asset="samples", partitions_def=evaluation_partitions,
-                          description="sample ids unique (Great Expectations)"),
-        dg.AssetCheckSpec(CHECK_RATINGS, asset="samples", partitions_def=evaluation_partitions,
-                          description="human ratings within the dataset's declared range (Great Expectations)"),
-    ],
+    checks={
+        CHECK_REQUIRED: "required fields present and non-null (Great Expectations)",
+        CHECK_UNIQUE: "sample ids unique (Great Expectations)",
+        CHECK_RATINGS: "human ratings within the dataset's declared range (Great Expectations)",
+    },
 )
 def samples(context: dg.AssetExecutionContext, lake: LakeStore):
     """Dataset rows normalised to Sample (input, references, context, metadata, ratings), one partition per fingerprint."""

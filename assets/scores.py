@@ -298,12 +298,10 @@ def score_metadata(stored: pl.DataFrame, rows: pl.DataFrame | list[dict[str, Any
     deps=["generations", "annotations", "episodes"],
     kinds={"polars"},
     columns=SCORES_COLUMNS,
-    check_specs=[
-        dg.AssetCheckSpec(CHECK_RANGE, asset="scores", partitions_def=pair_partitions,
-                          description="every scored value inside its metric's declared range (Metric.range_of)"),
-        dg.AssetCheckSpec(CHECK_STATUS, asset="scores", partitions_def=pair_partitions,
-                          description="rows per status (scored / unscored / error) and metric; fails on any error row"),
-    ],
+    checks={
+        CHECK_RANGE: "every scored value inside its metric's declared range (Metric.range_of)",
+        CHECK_STATUS: "rows per status (scored / unscored / error) and metric; fails on any error row",
+    },
 )
 @outbound_scope  # anonymiser + outbound ledger for judge calls (privacy issue)
 def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeStore) -> dg.MaterializeResult:
