@@ -176,18 +176,15 @@ def create_app(lake_root: str, *, reviewer: str | None = None, limits: Any = Non
 
     async def review(request: Request) -> HTMLResponse | RedirectResponse:
         from metric_ops.review import ReviewSpecError
-        from resources.review import record_reviews, review_row
+        from resources.review import checked_review, record_reviews, review_targets
 
         form = await request.form()
         try:
             row = current_evaluation(reader, str(form.get("evaluation", "")))
-            rubric = _plan(row["spec"]).rubric(str(form.get("rubric", "")))
-            model, sample_id = str(form.get("model", "")), str(form.get("sample_id", ""))
-            if model not in evaluation_models(reader, row["fingerprint"]):
-                raise ViewError(f"model {model!r} has no outputs in evaluation {row['name']!r}")
-            sample_record(reader, row["fingerprint"], sample_id)  # the sample exists
-            record_reviews(lake, row["name"], [review_row(row, model, sample_id, rubric, reviewer or form.get("reviewer"),
-                                                          form.get("value"), "viewer")])
+            sample_id = str(form.get("sample_id", ""))
+            record_reviews(lake, row["name"], [checked_review(
+                row, _plan(row["spec"]), review_targets(lake, row["fingerprint"]), str(form.get("model", "")), sample_id,
+                str(form.get("rubric", "")), reviewer or form.get("reviewer"), form.get("value"), "viewer")])
         except (ViewError, ReviewSpecError) as exc:
             return render("error.html", status=400, message=str(exc))
         back = str(form.get("back") or f"/sample/{row['fingerprint']}/{sample_id}")

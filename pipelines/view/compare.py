@@ -13,9 +13,15 @@ from typing import Any
 
 import polars as pl
 
+from metric_ops.stats.trials import TRIAL_SEPARATOR
 from pipelines.view.data import LakeReader, ViewError, current_evaluation, evaluation_metrics, evaluation_models
 
 MODES = ("all", "regressed", "improved", "both_wrong", "errors", "unscored")
+# repeated trials and agent episodes are scored per <sample>#<trial> (metric_ops/stats/trials.py):
+# the sample id of such a row, and a sample's value and status over its trials (their mean)
+TRIAL_BASE = f"regexp_replace(sample_id, '{TRIAL_SEPARATOR}[0-9]+$', '')"
+TRIAL_MEAN = ("avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') THEN 'scored' "
+              "WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status")
 OPS = {"lt": "<", "le": "<=", "eq": "=", "ge": ">=", "gt": ">"}
 PAGE_SIZE = 50
 
@@ -115,10 +121,11 @@ class ComparePage:
         return max(1, -(-self.total // self.query.page_size))
 
 
-def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery, str, list[str], pl.DataFrame]:
+def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery, str, list[str], pl.DataFrame, dict[str, Any]]:
     """``query`` with its defaults filled from the lake (baseline: the spec's ``baseline``
     or the first model; models: the others; metric: the first stored metric), checked:
-    raises :class:`ViewError` naming the unknown model, metric, mode, operator or sort."""
+    raises :class:`ViewError` naming the unknown model, metric, mode, operator or sort.
+    Returns (query, fingerprint, models, metrics, the evaluation's stored spec)."""
     row = current_evaluation(reader, query.evaluation)
     fingerprint = row["fingerprint"]
     models = evaluation_models(reader, fingerprint)
@@ -126,7 +133,8 @@ def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery
         raise ViewError(f"evaluation {row['name']!r} has no stored generations yet; run `facetlake run` on it first")
     metrics = evaluation_metrics(reader, fingerprint)
     names = metrics["metric"].to_list()
-    spec_baseline = json.loads(row["spec"] or "{}").get("baseline")
+    spec = json.loads(row["spec"] or "{}")
+    spec_baseline = spec.get("baseline")
     baseline = query.baseline or (spec_baseline if spec_baseline in models else models[0])
     others = tuple(query.models) or tuple(m for m in models if m != baseline)
     for m in (baseline, *others, *([query.filter_model] if query.filter_model else [])):
@@ -152,7 +160,7 @@ def resolve_query(reader: LakeReader, query: CompareQuery) -> tuple[CompareQuery
         raise ViewError(f"status {query.status!r} is not ok or error")
     resolved = replace(query, evaluation=row["name"], baseline=baseline, models=tuple(m for m in others if m != baseline),
                        metric=metric, filter_model=query.filter_model or (others[0] if others else baseline))
-    return resolved, fingerprint, models, metrics
+    return resolved, fingerprint, models, metrics, spec
 
 
 def sort_columns(shown: tuple[str, ...] | list[str], sign: str = "") -> dict[str, str]:
@@ -189,12 +197,8 @@ def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: f
          f"NULL::DOUBLE AS latency_s WHERE ? IS NULL AND NULL IN ({model_list}))"),
         f"f1 AS (SELECT model, sample_id, arg_max(value, created_at) AS value, arg_max(status, created_at) AS status "
         f"FROM scores WHERE fingerprint = ? AND metric = ? AND model IN ({model_list}) GROUP BY ALL)",
-        # repeated trials and agent episodes are scored per <sample>#<trial>: a sample's value is the mean over its trials
-        ("f AS (SELECT model, CASE WHEN sample_id IN (SELECT sample_id FROM s) THEN sample_id "
-         "ELSE regexp_replace(sample_id, '#[0-9]+$', '') END AS sample_id, "
-         "avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') THEN 'scored' "
-         "WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM f1 GROUP BY ALL)")
-        if trials else "f AS (SELECT * FROM f1)",
+        (f"f AS (SELECT model, CASE WHEN sample_id IN (SELECT sample_id FROM s) THEN sample_id ELSE {TRIAL_BASE} END "
+         f"AS sample_id, {TRIAL_MEAN} FROM f1 GROUP BY ALL)") if trials else "f AS (SELECT * FROM f1)",
     ]
     params += [fingerprint, fingerprint, *shown, fingerprint, query.metric, *shown]
     joins, cols = [], []
@@ -248,12 +252,12 @@ def compare_sql(query: CompareQuery, fingerprint: str, direction: str, bottom: f
 def _bottom(metric: str, direction: str) -> float | None:
     """The worst value of ``metric`` by its declared range (0 for exact match), or None
     for a score no registered metric declares (``human:*``)."""
-    from metric_ops.registry import REGISTRY
+    from assets.comparisons import value_ranges
 
-    try:
-        lo, hi = REGISTRY.get_class(metric).declared_range(metric)
-    except KeyError:
+    declared = value_ranges([metric]).get(metric)
+    if declared is None:
         return None
+    lo, hi = declared
     worst = hi if direction == "minimize" else lo
     return worst if worst not in (float("inf"), float("-inf")) else None
 
@@ -263,12 +267,12 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
     ids in order, then for those samples only their input, references, each shown model's
     output, status, latency and tokens, and every stored score with its delta against the
     baseline. Raises :class:`ViewError` for an unknown evaluation, model or metric."""
-    query, fingerprint, models, metrics = resolve_query(reader, query)
-    page = ComparePage(query, fingerprint, models, metrics, prices=_prices(reader, query))
+    query, fingerprint, models, metrics, spec = resolve_query(reader, query)
+    page = ComparePage(query, fingerprint, models, metrics, prices=_prices(spec, query))
     if not query.metric:
         return page
     direction = dict(zip(metrics["metric"], metrics["direction"])).get(query.metric) or "maximize"
-    trials = _has_trials(reader, query.evaluation, fingerprint)
+    trials = _has_trials(reader, spec, fingerprint)
     sql, params = compare_sql(query, fingerprint, direction, _bottom(query.metric, direction), reader.lake.exists("generations"), trials)
     ids = reader.view_ids(replace(query, page=1), sql, params)  # every page of the view, computed once per lake state
     page.total = len(ids)
@@ -279,20 +283,18 @@ def compare_page(reader: LakeReader, query: CompareQuery) -> ComparePage:
     return page
 
 
-def _prices(reader: LakeReader, query: CompareQuery) -> dict[str, Any]:
+def _prices(spec: dict[str, Any], query: CompareQuery) -> dict[str, Any]:
     """The price entry of each shown model (by slug or spec string), from the evaluation's
     ``runtime.prices`` or ``$FACETLAKE_PRICES`` (resources/backends/planning.py)."""
     from resources.backends.planning import load_prices, price_for
 
-    spec = json.loads(current_evaluation(reader, query.evaluation)["spec"] or "{}")
     prices = load_prices(spec.get("runtime") or {})
     return {m: price_for(prices, m, (spec.get("models") or {}).get(m)) for m in (query.baseline, *query.models)}
 
 
-def _has_trials(reader: LakeReader, evaluation: str, fingerprint: str) -> bool:
-    """Whether the evaluation scores per ``<sample>#<trial>``: repeated trials in its spec,
-    or agent episodes stored under it."""
-    spec = json.loads(current_evaluation(reader, evaluation)["spec"] or "{}")
+def _has_trials(reader: LakeReader, spec: dict[str, Any], fingerprint: str) -> bool:
+    """Whether the evaluation scores per ``<sample>#<trial>``: repeated trials in its
+    ``spec``, or agent episodes stored under it."""
     if spec.get("trials"):
         return True
     return reader.lake.exists("episodes") and reader.frame(
@@ -316,12 +318,10 @@ def page_rows(reader: LakeReader, fingerprint: str, shown: list[str], sample_ids
     # a sample's score: its own row, or the mean over its trials / episodes (<sample>#<trial>)
     scores = reader.frame(
         f"WITH t AS (SELECT model, sample_id AS trial, CASE WHEN sample_id IN ({marks}) THEN sample_id "
-        f"ELSE regexp_replace(sample_id, '#[0-9]+$', '') END AS sample_id, metric, arg_max(value, created_at) AS value, "
+        f"ELSE {TRIAL_BASE} END AS sample_id, metric, arg_max(value, created_at) AS value, "
         f"arg_max(status, created_at) AS status FROM scores WHERE fingerprint = ? AND model IN ({models}) "
-        f"AND (sample_id IN ({marks}) OR {'true' if trials else 'false'} AND regexp_replace(sample_id, '#[0-9]+$', '') "
-        f"IN ({marks})) GROUP BY model, trial, metric) "
-        "SELECT model, sample_id, metric, avg(value) FILTER (WHERE status = 'scored') AS value, CASE WHEN bool_or(status = 'scored') "
-        "THEN 'scored' WHEN bool_or(status = 'error') THEN 'error' ELSE 'unscored' END AS status FROM t GROUP BY ALL",
+        f"AND (sample_id IN ({marks}) OR {'true' if trials else 'false'} AND {TRIAL_BASE} IN ({marks})) "
+        f"GROUP BY model, trial, metric) SELECT model, sample_id, metric, {TRIAL_MEAN} FROM t GROUP BY ALL",
         [*sample_ids, fingerprint, *shown, *sample_ids, *sample_ids]) if reader.lake.exists("scores") else pl.DataFrame()
     by_sample = {r["sample_id"]: r for r in samples.iter_rows(named=True)}
     outputs = {(r["model"], r["sample_id"]): r for r in gens.iter_rows(named=True)}

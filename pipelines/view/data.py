@@ -83,9 +83,6 @@ class LakeReader:
                 self._views.popitem(last=False)
         return ids
 
-    def has(self, table: str) -> bool:
-        return table in dict(self._state or ()) or self.lake.exists(table)
-
     def close(self) -> None:
         with self._lock:
             if self._connection is not None:

@@ -5,13 +5,15 @@ from resources.review.agreement import agreement_rows
 from resources.review.store import (
     ImportReport,
     RecordReport,
+    checked_review,
     human_rows,
     import_csv,
     latest_reviews,
     record_reviews,
     review_plan,
     review_row,
+    review_targets,
 )
 
-__all__ = ["agreement_rows", "ImportReport", "RecordReport", "human_rows", "import_csv", "latest_reviews", "record_reviews", "review_plan",
-           "review_row"]
+__all__ = ["agreement_rows", "ImportReport", "RecordReport", "checked_review", "human_rows", "import_csv", "latest_reviews", "record_reviews", "review_plan",
+           "review_row", "review_targets"]

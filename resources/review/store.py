@@ -31,8 +31,9 @@ from metric_ops.review import ReviewPlan, ReviewSpecError, Rubric, check_reviewe
 from resources.catalog import evaluation_row, evaluation_spec
 from resources.lake.resource import LakeStore
 
-SOURCES = ("viewer", "csv")
 
+# the mark of a human:<rubric> score row derived from reviews (not a dataset rating) in its signature
+REVIEW_SIGNATURE = "|source:review|"
 
 def review_plan(lake: LakeStore, evaluation: str) -> tuple[dict[str, Any], ReviewPlan]:
     """(the evaluation's catalog row, its :class:`ReviewPlan`); raises
@@ -57,6 +58,29 @@ def review_row(row: Mapping[str, Any], model: str, sample_id: str, rubric: Rubri
             "label": rubric.label_of(value), "source": source,
             "review_id": hashlib.sha256(json.dumps(said).encode()).hexdigest(),
             "created_at": now or dt.datetime.now(dt.timezone.utc)}
+
+
+def review_targets(lake: LakeStore, fingerprint: str) -> tuple[set[str], set[str]]:
+    """(sample ids, models with outputs or agent episodes) under ``fingerprint``: what a
+    review may name."""
+    samples = set(lake.read("samples", where={"fingerprint": fingerprint}, columns=["sample_id"])["sample_id"].to_list())
+    models = {m for table in ("generations", "episodes") if lake.exists(table)
+              for m in lake.read(table, where={"fingerprint": fingerprint}, columns=["model"])["model"].unique().to_list()}
+    return samples, models
+
+
+def checked_review(row: Mapping[str, Any], plan: ReviewPlan, targets: tuple[set[str], set[str]], model: str, sample_id: str,
+                   rubric: str, reviewer: Any, raw: Any, source: str, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The ``reviews`` row of one review given by name (from the page or a CSV line):
+    the sample and model checked against ``targets`` (:func:`review_targets`), the rubric
+    against ``plan``, then :func:`review_row`. Raises :class:`ReviewSpecError` naming what
+    is unknown and what exists."""
+    samples, models = targets
+    if str(sample_id) not in samples:
+        raise ReviewSpecError(f"no sample {sample_id!r} in evaluation {row['name']!r}")
+    if model not in models:
+        raise ReviewSpecError(f"no model {model!r} with outputs; models: {', '.join(sorted(models))}")
+    return review_row(row, model, str(sample_id), plan.rubric(str(rubric)), reviewer, raw, source, now)
 
 
 def latest_reviews(lake: LakeStore, fingerprint: str) -> pl.DataFrame:
@@ -98,7 +122,7 @@ def human_rows(reviews: pl.DataFrame, rubric: Rubric, model: str, fingerprint: s
                      "metric": rubric.metric, "value": _aggregate(rubric, values), "direction": "maximize",
                      "dimension": "baseline_grounding", "locality": "local", "status": "scored",
                      "detail": json.dumps(detail, sort_keys=True),
-                     "signature": f"{rubric.metric}|source:review|v:{rubric.version}",
+                     "signature": f"{rubric.metric}{REVIEW_SIGNATURE}v:{rubric.version}",
                      "params": identity_json({"metric": rubric.metric, "version": rubric.version, "params": {"source": "review"}}),
                      "run_id": run_id, "created_at": now})
     return rows
@@ -152,7 +176,7 @@ def _refuse_dataset_ratings(lake: LakeStore, fingerprint: str, rubrics: Iterable
         return
     names = [f"human:{r}" for r in rubrics]
     taken = lake.read("scores", where={"fingerprint": fingerprint, "metric": names}, columns=["metric", "signature"])
-    clash = sorted({m for m, s in zip(taken["metric"], taken["signature"]) if "|source:review|" not in (s or "")})
+    clash = sorted({m for m, s in zip(taken["metric"], taken["signature"]) if REVIEW_SIGNATURE not in (s or "")})
     if clash:
         raise ReviewSpecError(f"{', '.join(clash)} already holds the dataset's human ratings in this evaluation; "
                               "give the rubric another name (e.g. reviewed_" + clash[0].removeprefix("human:") + ")")
@@ -173,10 +197,7 @@ def import_csv(lake: LakeStore, evaluation: str, path: str | Path, reviewer: str
     from resources.datasets import read_text
 
     row, plan = review_plan(lake, evaluation)
-    fingerprint = row["fingerprint"]
-    samples = set(lake.read("samples", where={"fingerprint": fingerprint}, columns=["sample_id"])["sample_id"].to_list())
-    models = set(lake.read("generations", where={"fingerprint": fingerprint}, columns=["model"])["model"].unique().to_list()) \
-        if lake.exists("generations") else set()
+    targets = review_targets(lake, row["fingerprint"])
     reader = csv.DictReader(read_text(Path(path)).splitlines())
     needed = {"sample_id", "model", "rubric", "value"} | (set() if reviewer else {"reviewer"})
     missing = sorted(needed - set(reader.fieldnames or []))
@@ -187,13 +208,8 @@ def import_csv(lake: LakeStore, evaluation: str, path: str | Path, reviewer: str
     now = dt.datetime.now(dt.timezone.utc)
     for line, item in enumerate(reader, start=2):
         try:
-            if item["sample_id"] not in samples:
-                raise ReviewSpecError(f"no sample {item['sample_id']!r} in evaluation {row['name']!r}")
-            if item["model"] not in models:
-                raise ReviewSpecError(f"no model {item['model']!r} with outputs; models: {', '.join(sorted(models))}")
-            rubric = plan.rubric(item["rubric"])
-            rows.append(review_row(row, item["model"], item["sample_id"], rubric, reviewer or item.get("reviewer"), item["value"],
-                                   "csv", now))
+            rows.append(checked_review(row, plan, targets, item["model"], item["sample_id"], item["rubric"],
+                                       reviewer or item.get("reviewer"), item["value"], "csv", now))
         except ReviewSpecError as exc:
             errors.append((line, str(exc)))
     report = record_reviews(lake, row["name"], rows)
