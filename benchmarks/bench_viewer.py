@@ -23,16 +23,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import socket
 import statistics
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
 import polars as pl
+
+from pipelines.view import create_app
+from tests.support.serving import BackgroundServer
 
 MODELS = ("base", "tuned")
 
@@ -94,22 +95,6 @@ def _sfres_references() -> list[str]:
     return [s.references[0] for s in make_dataset({"kind": "sfres", "limit": 500}).load() if s.references]
 
 
-def _serve(lake_root: str):
-    import uvicorn
-
-    from pipelines.view import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(lake_root), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
-    return server, thread, f"http://127.0.0.1:{port}"
-
-
 def _get(url: str) -> float:
     start = time.perf_counter()
     with urllib.request.urlopen(url, timeout=600) as response:
@@ -133,7 +118,8 @@ def main() -> None:
             view = {"evaluation": "scale", "baseline": "base", "metric": "token_f1"}
             timings: dict[str, list[float]] = {}
             for _ in range(args.repeats):
-                server, thread, base = _serve(root)  # a fresh server: the first request opens the connection
+                viewer = BackgroundServer(create_app(root), name="the viewer", lifespan="on").start()
+                base = viewer.url  # a fresh server: its first request opens the DuckDB connection
                 try:
                     timings.setdefault("first paint", []).append(_get(f"{base}/compare?{urlencode(view)}"))
                     timings.setdefault("first paint, regressed", []).append(
@@ -143,8 +129,7 @@ def main() -> None:
                     timings.setdefault("regex search", []).append(
                         _get(f"{base}/compare?{urlencode({**view, 'q': 'restaurant[s]? near', 'regex': 1})}"))
                 finally:
-                    server.should_exit = True
-                    thread.join(timeout=30)
+                    viewer.stop()
             for what, values in timings.items():
                 rows.append((n, what, statistics.median(values), min(values), max(values)))
             print(f"# {n} samples x {len(MODELS)} models: lake built in {built:.1f} s", flush=True)

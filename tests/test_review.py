@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import threading
-import time
 import urllib.parse
 import urllib.request
 
@@ -22,6 +21,7 @@ from pipelines.runs.runner import run_evaluation
 from resources.catalog import evaluation_row
 from resources.catalog.spec import SpecError, resolve
 from resources.review import agreement_rows, import_csv, latest_reviews, record_reviews, review_plan, review_row
+from tests.support.serving import BackgroundServer
 from tests.test_recurring import fresh_instance, lake, spec_for, write_dataset, write_outputs  # noqa: F401 - fixtures
 
 N = 200
@@ -137,9 +137,6 @@ def test_two_reviewers_writing_at_once_lose_nothing(reviewed_lake):
 def test_reviews_from_the_page_and_a_csv_agree_as_the_references_say(reviewed_lake, tmp_path):
     """alice's 200 labels from a CSV, bob's 200 through the viewer's form (POST on a real
     server, a double submit included), then agreement against the reference packages."""
-    import socket
-
-    import uvicorn
     from sklearn.metrics import cohen_kappa_score, roc_auc_score
 
     from pipelines.view import create_app
@@ -149,27 +146,19 @@ def test_reviews_from_the_page_and_a_csv_agree_as_the_references_say(reviewed_la
     path = tmp_path / "alice.csv"
     path.write_text("sample_id,model,rubric,value\n" + "".join(f"{sid},{m},correct,{v}\n" for (m, sid), v in alice.items()))
     assert import_csv(lake, "rev", path, reviewer="alice").added == N
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(lake.root, reviewer="bob"), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
+    viewer = BackgroundServer(create_app(lake.root, reviewer="bob"), name="the viewer", lifespan="on").start()
     try:
         fp = evaluation_row(lake, "rev")["fingerprint"]
         for i, ((model, sid), label) in enumerate(bob.items()):
             body = urllib.parse.urlencode({"evaluation": "rev", "model": model, "sample_id": sid, "rubric": "correct",
                                            "value": label, "back": f"/sample/{fp}/{sid}"}).encode()
             for _ in range(2 if i == 0 else 1):  # a double click on the first
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/review", data=body, timeout=60) as response:
+                with urllib.request.urlopen(f"{viewer.url}/review", data=body, timeout=60) as response:
                     assert response.status == 200 and f"/sample/{fp}/{sid}" in response.url  # redirected back
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/queue?evaluation=rev&reviewer=bob", timeout=60) as response:
+        with urllib.request.urlopen(f"{viewer.url}/queue?evaluation=rev&reviewer=bob", timeout=60) as response:
             page = response.read().decode()
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        viewer.stop()
     stored = latest_reviews(lake, fp)
     assert stored.filter(pl.col("reviewer") == "bob").height == N and lake.read("reviews").height == 2 * N
     assert "still to review" in page

@@ -5,7 +5,6 @@ here (DuckDB over the same lake), never against the viewer's own numbers."""
 
 from __future__ import annotations
 
-import threading
 import time
 from urllib.parse import urlencode
 
@@ -15,6 +14,7 @@ import pytest
 from pipelines.view import CompareQuery, LakeReader, ViewError, compare_page, create_app, word_diff
 from resources.sql.query import query
 from tests.browser_support import chromium
+from tests.support.serving import BackgroundServer, free_port
 from tests.conftest import small_spec
 
 pytestmark = pytest.mark.xdist_group("viewer")
@@ -142,16 +142,13 @@ def test_the_view_command_serves_the_lake(viewed, tmp_path):
     """`facetlake view` as a user starts it: binds 127.0.0.1, serves the compare page."""
     import os
     import signal
-    import socket
     import subprocess
     import sys
     import urllib.request
     from pathlib import Path
 
     lake, _, _ = viewed
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = (tmp_path / "view.log").open("w+")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "facetlake"), "view", "--lake", lake.root, "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -182,27 +179,27 @@ def test_word_diff_marks_added_and_dropped_words():
 
 
 # ----------------------------------------------------------------------------- in Chromium
+def _shown_ids(page) -> list[str]:
+    """The sample ids of the compare page open in ``page``, in order."""
+    return page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
+
+
+def _ids_on_every_page(page) -> list[str]:
+    """The sample ids of the open compare view, from this page to its last (following #next)."""
+    seen = _shown_ids(page)
+    while page.query_selector("#next") is not None:
+        page.click("#next")
+        seen += _shown_ids(page)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def server(viewed):
     """The viewer on 127.0.0.1 (uvicorn in a thread); yields its base URL."""
-    import socket
-
-    import uvicorn
-
     lake, _, _ = viewed
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(create_app(lake.root), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not uv.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert uv.started, "the viewer did not start"
-    yield f"http://127.0.0.1:{port}"
-    uv.should_exit = True
-    thread.join(timeout=10)
+    viewer = BackgroundServer(create_app(lake.root), name="the viewer", lifespan="on").start()
+    yield viewer.url
+    viewer.stop()
 
 
 @pytest.mark.slow
@@ -222,19 +219,14 @@ def test_pages_in_chromium(viewed, server):
         page.select_option("select[name=metric]", "token_f1")
         page.select_option("select[name=mode]", "regressed")
         page.click("button[type=submit]")
-        seen: list[str] = []
-        while True:
-            seen += page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
-            if page.query_selector("#next") is None:
-                break
-            page.click("#next")
+        seen = _ids_on_every_page(page)
         assert set(seen) == regressed and len(seen) == len(regressed)
         assert int(page.inner_text("#total")) == len(regressed)
         # the permalink reloads the same view
         page.goto(server + "/compare?" + urlencode({"evaluation": "viewed", "metric": "token_f1", "mode": "regressed"}))
-        first = page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
+        first = _shown_ids(page)
         page.goto(server + page.get_attribute("#permalink", "href"))
-        assert page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)") == first
+        assert _shown_ids(page) == first
         # a sample page: every model, its scores
         page.click("a.sample-link >> nth=0")
         assert page.inner_text("#sample-id") == first[0]
@@ -273,14 +265,9 @@ def test_a_static_export_opens_from_file_with_the_live_counts(viewed, tmp_path):
         page.on("request", lambda r: requests.append(r.url))
         page.goto((tmp_path / "bundle" / "index.html").as_uri())
         assert int(page.inner_text("#total")) == len(live)
-        seen: list[str] = []
-        while True:
-            seen += page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")
-            if page.query_selector("#next") is None:
-                break
-            page.click("#next")
+        seen = _ids_on_every_page(page)
         assert seen == live
-        first_here = page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)")[0]
+        first_here = _shown_ids(page)[0]
         page.click("a.sample-link >> nth=0")  # a sample page of the bundle
         assert page.inner_text("#sample-id") == first_here
     assert all(u.startswith("file://") for u in requests)
@@ -290,10 +277,6 @@ def test_a_static_export_opens_from_file_with_the_live_counts(viewed, tmp_path):
 def test_fifty_thousand_samples_per_model_in_chromium(tmp_path):
     """2 models x 50,000 samples (benchmarks/bench_viewer.py's lake): the regressed mode and
     a regular-expression search show exactly what DuckDB returns, page 1 and the count."""
-    import socket
-
-    import uvicorn
-
     from benchmarks.bench_viewer import build_lake
     from resources.lake.resource import LakeStore
 
@@ -307,15 +290,8 @@ def test_fifty_thousand_samples_per_model_in_chromium(tmp_path):
         OR EXISTS (SELECT 1 FROM generations g WHERE g.fingerprint = s.fingerprint AND g.sample_id = s.sample_id
                    AND regexp_matches(g.output, '{pattern}'))) ORDER BY s.position""")["sample_id"].to_list()
     assert 1000 < len(regressed) < 50_000 and len(matched) == 1000
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(root), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    base = f"http://127.0.0.1:{port}/compare?"
+    viewer = BackgroundServer(create_app(root), name="the viewer", lifespan="on").start()
+    base = f"{viewer.url}/compare?"
     try:
         with chromium() as browser:
             page = browser.new_page()
@@ -324,13 +300,12 @@ def test_fifty_thousand_samples_per_model_in_chromium(tmp_path):
             for params, expected in (({"mode": "regressed"}, regressed), ({"q": pattern, "regex": "1"}, matched)):
                 page.goto(base + urlencode({"evaluation": "scale", "baseline": "base", "metric": "token_f1", **params}))
                 assert int(page.inner_text("#total")) == len(expected)
-                assert page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)") == expected[:50]
+                assert _shown_ids(page) == expected[:50]
                 page.click("#next")
-                assert page.eval_on_selector_all("tr.sample", "rows => rows.map(r => r.dataset.sampleId)") == expected[50:100]
+                assert _shown_ids(page) == expected[50:100]
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-    assert all(u.startswith(f"http://127.0.0.1:{port}/") for u in requests)
+        viewer.stop()
+    assert all(u.startswith(f"{viewer.url}/") for u in requests)
 
 
 def test_the_leaderboard_is_the_stored_comparison(viewed):

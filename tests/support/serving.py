@@ -1,6 +1,7 @@
 """One way to serve a test ASGI app: uvicorn on 127.0.0.1, a free port, a daemon thread.
 
-Shared by the OpenAI-format test servers (tiny LM with logprobs, judge, recording).
+Shared by the OpenAI-format test servers (tiny LM with logprobs, judge, recording) and the
+results viewer's tests and benchmark.
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ class BackgroundServer:
     """Serve ``app`` with uvicorn on ``127.0.0.1:port`` in a daemon thread.
 
     ``start()`` returns once uvicorn reports it is listening (RuntimeError after 30 s);
-    ``stop()`` asks it to exit and joins the thread.
+    ``stop()`` asks it to exit and joins the thread. ``lifespan``: uvicorn's setting
+    (``"on"`` for an app that closes what it holds at shutdown, like the viewer).
     """
 
-    def __init__(self, app: Any, port: int | None = None, name: str = "test server") -> None:
+    def __init__(self, app: Any, port: int | None = None, name: str = "test server", lifespan: str = "off") -> None:
         import uvicorn
 
         self.name = name
         self.port = port or free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan=lifespan))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The server's root URL (``http://127.0.0.1:PORT``)."""
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
