@@ -130,7 +130,7 @@ def generations(
         reused = _unchanged_outputs(lake, model, fingerprint, spec_string, backend.identity(), len(samples))
         if reused is not None:  # content-addressed reuse: same source, same samples -> same rows
             context.log.info(f"{model}: outputs unchanged since run {reused['run_id'][:8]} (same source and samples); reused")
-            return _results(lake, model, fingerprint, samples, spec.runtime, {
+            return _results(lake, model, fingerprint, samples, spec.runtime, _stored(lake, model, fingerprint), {
                 "fingerprint": fingerprint, "model": model, "backend": backend.kind, "reused": True,
                 "reused_from_run": reused["run_id"], **table_metadata(lake, "generations", reused["rows"]), "n_error": reused["n_error"],
                 "n_ok": reused["rows"] - reused["n_error"], "n_generated": 0,
@@ -182,7 +182,7 @@ def generations(
         from resources.lm_eval.bridge import write_responses
 
         write_responses(lake, backend, model, fingerprint, dataset, samples, context.run_id)
-    stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["status"])
+    stored = _stored(lake, model, fingerprint)  # read once: the error count here, the checks in _results
     n_err = int((stored["status"] == "error").sum()) if stored.height else 0
     identity = backend.identity()
     wall = time.perf_counter() - t_start
@@ -199,7 +199,7 @@ def generations(
     )
     cost = perf["cost"]
     return _results(
-        lake, model, fingerprint, samples, spec.runtime,
+        lake, model, fingerprint, samples, spec.runtime, stored,
         {
             "fingerprint": fingerprint,
             "model": model,
@@ -287,13 +287,19 @@ def _write(lake: LakeStore, pending: list, row, model: str, fingerprint: str, ru
         lake.append("token_logprobs", tokens)
 
 
-def _results(lake: LakeStore, model: str, fingerprint: str, samples: list, runtime: dict,
+def _stored(lake: LakeStore, model: str, fingerprint: str):
+    """The pair's stored generation rows, the columns the checks read."""
+    return lake.read("generations", where={"model": model, "fingerprint": fingerprint},
+                     columns=["sample_id", "status", "error", "created_at"])
+
+
+def _results(lake: LakeStore, model: str, fingerprint: str, samples: list, runtime: dict, stored,
              metadata: dict) -> tuple[dg.MaterializeResult, ...]:
-    """The multi-asset's results: ``generations`` with ``metadata`` and its two checks, then
-    ``token_logprobs`` and ``lm_eval_responses`` for this pair partition with their true row
-    counts (0 for a backend that writes none, e.g. precomputed outputs: the UI never shows a
-    pair's side table as missing for ever)."""
-    stored = lake.read("generations", where={"model": model, "fingerprint": fingerprint}, columns=["sample_id", "status", "error", "created_at"])
+    """The multi-asset's results: ``generations`` with ``metadata`` and the two checks of
+    ``stored`` (the pair's rows, :func:`_stored`), then ``token_logprobs`` and
+    ``lm_eval_responses`` for this pair partition with their true row counts (0 for a
+    backend that writes none, e.g. precomputed outputs: the UI never shows a pair's side
+    table as missing for ever)."""
     sides = []
     for side in SIDE_TABLES:
         n_side = lake.read(side, where={"model": model, "fingerprint": fingerprint}, columns=["sample_id"]).height if lake.exists(side) else 0
