@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from assets.common import load_samples, markdown_table, partition_parts, record_run
 from assets.declare import delta_asset, table_metadata
 from metric_ops.identity import parse_signature
-from metric_ops.registry import REGISTRY, merged_params
+from metric_ops.registry import REGISTRY, check_params, merged_params
 from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
 from metric_ops.scoring.frame import score_frame
 from metric_ops.stats.trials import expand_trials, split_trial
@@ -71,8 +71,6 @@ def _range_of(score: str, identity_json: str | None) -> tuple[float, float] | No
     except KeyError:  # UnknownMetricError is a KeyError
         return None
     try:
-        from metric_ops.registry import check_params
-
         return cls(**check_params(cls, dict(identity.get("params") or {}))).range_of(score)
     except Exception:  # noqa: BLE001 - parameters this version no longer takes: the class's declared range
         return cls.declared_range(score)
@@ -83,10 +81,10 @@ def score_checks(stored: pl.DataFrame) -> list[dg.AssetCheckResult]:
     ``metric``, ``status``, ``value``, ``params``):
 
     - every ``scored`` value lies inside its metric's declared range (the tolerance of
-      :data:`metric_ops.base.RANGE_RTOL`), severity ERROR, naming the offending scores;
+      :func:`metric_ops.base.range_slack`), severity ERROR, naming the offending scores;
     - rows per status, per metric, severity WARN: fails when any row is ``error`` (an
       ``unscored`` row means nothing to measure and passes)."""
-    from metric_ops.base import RANGE_RTOL
+    from metric_ops.base import range_slack
 
     outside: dict[str, int] = {}
     scored = stored.filter(pl.col("status") == "scored") if stored.height else stored
@@ -96,7 +94,7 @@ def score_checks(stored: pl.DataFrame) -> list[dg.AssetCheckResult]:
             continue
         lo, hi = bounds
         values = group["value"]
-        bad = int(((values < lo - RANGE_RTOL * max(1.0, abs(lo))) | (values > hi + RANGE_RTOL * max(1.0, abs(hi)))).sum())
+        bad = int(((values < lo - range_slack(lo)) | (values > hi + range_slack(hi))).sum())
         if bad:
             outside[metric] = outside.get(metric, 0) + bad
     counts = {s: int((stored["status"] == s).sum()) if stored.height else 0 for s in ("scored", "unscored", "error")}

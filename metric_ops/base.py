@@ -312,6 +312,12 @@ def _check_declared_ranges(cls: type[Metric], where: str, name: str) -> None:
             raise MetricDefinitionError(f"{where} ({name!r}): score_ranges[{score_name!r}] must be two numbers lo < hi, got {score_rng!r}")
 
 
+def range_slack(bound: float) -> float:
+    """How far past ``bound`` a value may lie and still be float rounding:
+    ``RANGE_RTOL * max(1, |bound|)`` (:func:`check_range`, and the scores asset's check)."""
+    return RANGE_RTOL * max(1.0, abs(bound))
+
+
 def check_range(score: Score, value_range: tuple[float, float], score_name: str = "value") -> Score:
     """``score`` checked against its declared ``value_range`` (bounds included).
 
@@ -330,7 +336,7 @@ def check_range(score: Score, value_range: tuple[float, float], score_name: str 
     if lo <= value <= hi:
         return score
     bound = lo if value < lo else hi
-    if math.isfinite(value) and abs(value - bound) <= RANGE_RTOL * max(1.0, abs(bound)):
+    if math.isfinite(value) and abs(value - bound) <= range_slack(bound):
         return Score(float(bound), "scored", {**score.detail, "raw_value": value, "clamped": True})
     return Score.error(
         f"{score_name} = {value!r} is outside its declared range [{lo}, {hi}] by more than float rounding",
