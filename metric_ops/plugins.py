@@ -27,6 +27,10 @@ class RegistryError(FacetlakeError, TypeError):
     """A registration was refused: the object is not a subclass of the registry's base,
     or a name is taken by another object."""
 
+class NameTakenError(RegistryError, ValueError):
+    """A unique registration named a name another class holds (:meth:`Registry.register`
+    with ``unique``)."""
+
 class UnknownNameError(FacetlakeError, KeyError):
     """No entry of that name or alias is registered (the message lists close matches)."""
 
@@ -52,14 +56,17 @@ class Registry(Generic[T]):
     class must subclass (``None``: no check); ``builtins``: ``{name: "module:attr"}``
     imported on first use; ``aliases``: ``{alias: name}``; ``hint``: text appended to the
     unknown-name error (``{n}`` is the number of names); ``error``: the exception class
-    raised for an unknown name (a subclass of :class:`UnknownNameError`).
+    raised for an unknown name (a subclass of :class:`UnknownNameError`); ``taken``: the one
+    raised when a unique registration names a name another class holds (a subclass of
+    :class:`NameTakenError`).
 
     Dict-like for callers written against a plain dict: ``reg[name]``, ``name in reg``,
     ``reg.get(name)``, ``reg.items()``, ``sorted(reg)`` (names), ``reg[name] = cls``.
     """
 
     def __init__(self, kind: str, *, base: type | str | None = None, builtins: Mapping[str, str] | None = None,
-                 aliases: Mapping[str, str] | None = None, hint: str = "", error: type[UnknownNameError] = UnknownNameError) -> None:
+                 aliases: Mapping[str, str] | None = None, hint: str = "", error: type[UnknownNameError] = UnknownNameError,
+                 taken: type[NameTakenError] = NameTakenError) -> None:
         self.kind = kind
         self._base = base
         self._objects: dict[str, T] = {}
@@ -67,6 +74,7 @@ class Registry(Generic[T]):
         self._aliases: dict[str, str] = dict(aliases or {})
         self._hint = hint
         self._error = error
+        self._taken = taken
 
     # ------------------------------------------------------------------ registration
     @property
@@ -90,7 +98,8 @@ class Registry(Generic[T]):
         """Register ``obj`` under ``name`` (and ``aliases``); without ``obj``, a decorator.
 
         Raises :class:`RegistryError` when ``obj`` fails the base-class check, and with
-        ``unique`` when ``name`` is held by another class (a different qualified name).
+        ``unique`` the registry's ``taken`` error (default :class:`NameTakenError`) when
+        ``name`` is held by another class (a different qualified name).
         Otherwise registering again under the same name replaces the entry (a module
         reloaded, a test's toy class)."""
         if obj is None:
@@ -101,8 +110,8 @@ class Registry(Generic[T]):
         self.check(name, obj)
         existing = self.registered(name)
         if unique and existing is not None and getattr(existing, "__qualname__", None) != getattr(obj, "__qualname__", None):
-            raise RegistryError(f"{self.kind} name {name!r} is already registered by "
-                                f"{existing.__module__}.{existing.__qualname__}; choose another name")
+            raise self._taken(f"{self.kind} name {name!r} is already registered by "
+                              f"{existing.__module__}.{existing.__qualname__}; choose another name")
         self._objects[name] = obj
         for alias in aliases:
             if alias != name:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from metric_ops.errors import FacetlakeError
-from metric_ops.plugins import Registry, RegistryError, UnknownNameError
+from metric_ops.plugins import NameTakenError, Registry, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
     from metric_ops.base import Metric
@@ -82,18 +82,14 @@ class MetricRegistry(Registry["type[Metric]"]):
 
     def __init__(self) -> None:
         super().__init__("metric", base="metric_ops.base:Metric", builtins=BUILTIN_METRICS, error=UnknownMetricError,
-                         hint=" (run `facetlake metrics` to list the {n} registered metrics)")
+                         taken=MetricNameTakenError, hint=" (run `facetlake metrics` to list the {n} registered metrics)")
 
     def add(self, cls: type[Metric]) -> None:
         """Register ``cls`` under ``cls.name`` with its aliases and emitted score names.
 
-        Raises ``ValueError`` (a :class:`RegistryError`) if the name is taken by another
+        Raises :class:`MetricNameTakenError` (a ``ValueError``) if the name is taken by another
         class, and :class:`RegistryError` if ``cls`` is not a ``Metric`` subclass."""
-        existing = self.registered(cls.name)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise MetricNameTakenError(
-                f"metric name {cls.name!r} is already registered by {existing.__module__}.{existing.__qualname__}")
-        self.register(cls.name, cls, aliases=(*cls.aliases, *cls.emitted()))
+        self.register(cls.name, cls, aliases=(*cls.aliases, *cls.emitted()), unique=True)
 
     def oracles(self) -> list[str]:
         """Names of the agent oracles (metrics declaring ``oracle = True``), sorted; imports
@@ -114,7 +110,7 @@ class MetricRegistry(Registry["type[Metric]"]):
         return iter(self.values())
 
 
-class MetricNameTakenError(RegistryError, ValueError):
+class MetricNameTakenError(NameTakenError):
     """Two different metric classes declare the same name."""
 
 
