@@ -20,12 +20,13 @@ from assets.declare import delta_multi_asset, delta_spec, table_metadata
 from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.prompting.adapters import AdapterError, make_adapter
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackends
+from resources.backends.endpoints import BudgetExhausted, run_spend
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.backends.planning import compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake.resource import LakeStore
 from resources.privacy.ledger import reconcile_intents
 from resources.privacy.outbound import refuse_if_offline
-from assets.outbound_scope import outbound_scope
+from assets.outbound_scope import budget_group, outbound_scope
 from assets.lease_scope import lease_scope
 from resources.backends.logprobs import table_rows
 from metric_ops.stats.trials import expand_trials
@@ -156,21 +157,36 @@ def generations(
     pending: list[tuple[GenerationRequest, GenerationResult]] = list(failed)
     loglik = [r for r in plan.todo if r.continuations]
     gen = [r for r in plan.todo if not r.continuations]
+    stopped: BudgetExhausted | None = None  # the run's budget refused a call: what is done is kept (issue 30)
+    streams = bool(getattr(backend, "streams", False))  # results arrive while later requests are in flight
     with tqdm(total=len(plan.todo), desc=f"generate {model}", leave=False, disable=None) as bar:
         for group, scoring in ((gen, False), (loglik, True)):
-            for start in range(0, len(group), batch_size):
-                batch = group[start : start + batch_size]
+            # a streaming backend gets the whole group (its endpoint keeps `concurrency` calls in
+            # flight, no barrier per batch); rows are still written every batch_size results
+            step = max(1, len(group)) if streams and not scoring else batch_size
+            for start in range(0 if stopped is None else len(group), len(group), step):
+                batch = group[start : start + step]
+                by_id = {r.sample.sample_id: r for r in batch}
                 t0 = time.perf_counter()
-                results = backend.loglikelihood(batch, spec.generation) if scoring else list(backend.generate(batch, spec.generation))
+                try:
+                    results = backend.loglikelihood(batch, spec.generation) if scoring else backend.generate(batch, spec.generation)
+                    for i, result in enumerate(results):
+                        request = by_id.get(result.sample_id) or batch[i]
+                        result = adapter.finalize(request, result)
+                        generated.append(result)
+                        pending.append((request, result))
+                        bar.update(1)
+                        if live and len(pending) >= batch_size:  # persist as we go: a killed run loses at most one batch
+                            _write(lake, pending, row, model, fingerprint, context.run_id)
+                            pending = []
+                except BudgetExhausted as exc:
+                    stopped = exc
                 generate_s += time.perf_counter() - t0
-                for request, result in zip(batch, results):
-                    result = adapter.finalize(request, result)
-                    generated.append(result)
-                    pending.append((request, result))
-                    bar.update(1)
-                if live:  # persist every batch: a killed run loses at most this one
+                if live:
                     _write(lake, pending, row, model, fingerprint, context.run_id)
                     pending = []
+                if stopped is not None:
+                    break
     if live:
         _write(lake, pending, row, model, fingerprint, context.run_id)
         version, n_rows = compact_partition(lake, model, fingerprint)
@@ -188,6 +204,7 @@ def generations(
     wall = time.perf_counter() - t_start
     price = price_for(load_prices(spec.runtime), model, getattr(backend, "model", None), spec_string)
     perf = performance(generated, generate_s, wall, identity, price, backend.measures_throughput)
+    spend = run_spend()
     resume = {"kept": len(plan.kept), "reused": len(plan.reused), "reused_from": plan.reused_from,
               "generated": len(generated), "stale_model_spec": plan.stale}
     record_run(
@@ -195,8 +212,16 @@ def generations(
         model=model, fingerprint=fingerprint, dataset=dataset,
         provenance={"model_spec": backend.spec, "model_identity": identity, "generation": spec.generation, "wall_s": wall,
                     "samples_version": lake.version("samples"), "performance": perf, "resume": resume,
-                    "adapter": spec.adapter},
+                    "adapter": spec.adapter, "spend": spend, "budget_group": budget_group(context), "calls_reused": len(plan.kept) + len(plan.reused),
+                    **({"budget_stop": str(stopped)} if stopped is not None else {})},
     )
+    if stopped is not None:  # after the rows and the run's provenance row are stored
+        undone = len(plan.todo) - len(generated)
+        raise BudgetExhausted(
+            f"{model}: {stopped} — this run sent {spend['calls']} call(s) ({spend['tokens']:,} tokens, {spend['usd']} USD); "
+            f"{len(generated)} sample(s) generated and kept, {undone} not generated. Re-run with a larger budget "
+            "(--budget calls=N,tokens=N,usd=N or budget: in the spec) to generate only the rest",
+            stopped.spent, stopped.limits)
     cost = perf["cost"]
     return _results(
         lake, model, fingerprint, samples, spec.runtime, stored,
@@ -211,6 +236,10 @@ def generations(
             "n_generated": len(generated),
             "n_kept": len(plan.kept),
             "n_reused": len(plan.reused),
+            "calls_sent": spend["calls"],
+            "calls_reused": len(plan.kept) + len(plan.reused),
+            "spend_tokens": spend["tokens"],
+            "spend_usd": spend["usd"],
             "wall_s": round(wall, 3),
             "tokens_in": perf["tokens_in"],
             "tokens_out": perf["tokens_out"],

@@ -4,7 +4,8 @@ Every outbound call an asset makes (API generation, remote judges, a model anony
 is then anonymised under the evaluation's privacy policy (united with the
 administrator's forced strategy) and written to the ``outbound_ledger`` table with the
 run id, fingerprint and model partition. The ledger is flushed when the body ends,
-also on failure. Works for pair and evaluation partitions.
+also on failure. The calls also run under the evaluation's ``runtime`` (endpoint concurrency,
+rpm/tpm) and the run's budget (resources/backends/endpoints.py). Works for pair and evaluation partitions.
 """
 
 import functools
@@ -14,6 +15,7 @@ from typing import Any, Callable
 import dagster as dg
 
 from resources.catalog import evaluation_row
+from resources.backends.endpoints import Budget, call_session
 from resources.privacy.session import outbound_session
 
 
@@ -35,6 +37,43 @@ def _partition(context: dg.AssetExecutionContext) -> tuple[str | None, str | Non
         return None, None
 
 
+BUDGET_GROUP_TAG = "facetlake/budget_group"  # the runs one budget covers (one `facetlake run` command); default: the Dagster run
+
+
+def budget_group(context: dg.AssetExecutionContext) -> str:
+    """The id of the evaluation run a budget covers: the ``facetlake/budget_group`` tag the
+    CLI puts on every Dagster run of one command, else this Dagster run's id."""
+    tags = getattr(getattr(context, "dagster_run", None), "tags", None) or {}
+    return str(tags.get(BUDGET_GROUP_TAG) or context.run_id)
+
+
+def run_budget(context: dg.AssetExecutionContext, lake: Any, runtime: dict) -> Budget | None:
+    """The :class:`~resources.backends.endpoints.Budget` of ``runtime.budget`` (the spec's
+    ``budget:`` or ``--budget``), charged with what the earlier steps of the same evaluation
+    run spent (their ``runs`` rows, :func:`spent_by_group`); None without a budget."""
+    budget = Budget.parse(runtime.get("budget"), "budget")
+    if budget is not None:
+        budget.add_prior(**spent_by_group(lake, budget_group(context)))
+    return budget
+
+
+def spent_by_group(lake: Any, group: str) -> dict[str, Any]:
+    """The calls, tokens and usd the ``runs`` rows of budget group ``group`` recorded
+    (provenance ``spend``)."""
+    import polars as pl
+
+    total = {"calls": 0, "tokens": 0, "usd": 0.0}
+    if not lake.exists("runs"):
+        return total
+    rows = lake.read("runs", columns=["provenance"]).filter(pl.col("provenance").str.contains(group, literal=True))
+    for text in rows["provenance"].to_list():
+        record = json.loads(text or "{}")
+        if record.get("budget_group") == group:
+            for key in total:
+                total[key] += (record.get("spend") or {}).get(key) or 0
+    return total
+
+
 def outbound_scope(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate an asset function (under ``@dg.asset``) that takes ``context`` and ``lake``."""
 
@@ -49,7 +88,15 @@ def outbound_scope(fn: Callable[..., Any]) -> Callable[..., Any]:
                 privacy = json.loads(evaluation_row(lake, fingerprint)["spec"]).get("privacy")
             except LookupError:
                 privacy = None  # the asset itself reports the unregistered fingerprint
-        with outbound_session(lake, run_id=context.run_id, fingerprint=fingerprint, model=model, privacy=privacy) as policy:
+        runtime = {}
+        if fingerprint:
+            try:
+                runtime = json.loads(evaluation_row(lake, fingerprint)["spec"]).get("runtime") or {}
+            except LookupError:
+                runtime = {}
+        budget = run_budget(context, lake, runtime)
+        with outbound_session(lake, run_id=context.run_id, fingerprint=fingerprint, model=model, privacy=privacy) as policy, \
+                call_session(runtime, budget):
             if policy.active:
                 context.log.info(f"outbound anonymisation: {policy.label}" + (" (forced)" if policy.forced else ""))
             return fn(*args, **kwargs)

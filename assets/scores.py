@@ -32,7 +32,9 @@ from resources.scoring.judges import judge_session
 from resources.lake.resource import LakeStore
 from resources.privacy.outbound import offline_mode
 from resources.privacy.session import anonymised_references, offline_refusal_rows
-from assets.outbound_scope import outbound_scope
+from assets.outbound_scope import budget_group, outbound_scope
+from metric_ops.errors import BudgetExhausted
+from resources.backends.endpoints import run_spend
 from resources.scoring.metric_inputs import MetricInputs
 from resources.agents.episodes import episode_scoring_inputs
 
@@ -213,7 +215,7 @@ def score_partition(
     # judged metrics read/write the lake's judge_cache (issue 4); with repeated judging each
     # trial's verdict has its own cache key, so trials are independent calls (issue 28)
     fresh = getattr(spec, "trials", 1) > 1 and getattr(spec, "trial_repeat", "both") != "generation"
-    with judge_session(lake), repeated_judging(fresh):
+    with judge_session(lake) as cache, repeated_judging(fresh):
         for name in names:
             # annotation values / token log-probabilities where the metric asks for them (issue 7)
             metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, overrides[name]))
@@ -227,7 +229,16 @@ def score_partition(
                 frames.append(frame_of_rows(offline_refusal_rows(metric, metric_samples)))
                 continue
             with tqdm(total=len(samples), desc=f"{name} {model}", leave=False, disable=None) as bar:  # None: no bar in a CI log
-                frames.append(score_frame(metric, metric_samples, metric_outputs, progress=bar.update))
+                frame = score_frame(metric, metric_samples, metric_outputs, progress=bar.update)
+            unsent = getattr(metric, "unsent", None)
+            if unsent:  # the run's budget refused these samples' judge calls: no rows (not errors), and
+                # the metric is not complete, so a re-run computes it again (its paid calls from judge_cache)
+                frame = frame.filter(~pl.col("sample_id").is_in(sorted(unsent)))
+                report["computed"].remove(signature)
+                report.setdefault("partial", []).append(signature)
+                report.setdefault("unsent", {})[name] = len(unsent)
+                report["budget_stop"] = metric.budget_stop
+            frames.append(frame)
     # human ratings rate the dataset's own output: they are scores only of a model whose
     # outputs are that output (precomputed:column=...), never of a live or heuristic model (issue 8)
     if not metrics and model_spec(lake, model, fingerprint).startswith("precomputed:column="):
@@ -252,6 +263,7 @@ def score_partition(
         model=pl.lit(model, pl.String), fingerprint=pl.lit(fingerprint, pl.String), dataset=pl.lit(dataset, pl.String),
         run_id=pl.lit(run_id, pl.String), created_at=pl.lit(now, pl.Datetime("us", "UTC")),
     )
+    report["calls_reused"] = cache.hits  # judge replies read from judge_cache instead of sent again
     where: dict[str, Any] | None = {"model": model, "fingerprint": fingerprint, "metric": sorted(set(emitted))} if emitted else None
     return rows, where, report
 
@@ -314,17 +326,30 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
         context.log.info(f"reused {len(report['reused'])} metric(s) computed from identical inputs: "
                          + ", ".join(parse_signature(sig)["metric"] for sig in report["reused"]))
     stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status", "value", "params"])
+    spend = run_spend()
+    stop = report.pop("budget_stop", None)
     record_run(
         lake, context, asset="scores", table="scores", version=version, rows=rows.height, started_at=started,
         model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
         provenance={"metrics": [m.name for m in config.metrics] or "all",
                     "params": {m.name: m.params for m in config.metrics if m.params}, "signatures": sorted(rows["signature"].unique().to_list()),
                     "computed": report["computed"], "reused": report["reused"], "inputs_sha256": report["inputs_sha256"],
+                    "spend": spend, "budget_group": budget_group(context), "calls_reused": report["calls_reused"],
+                    **({"partial": report["partial"], "unsent": report["unsent"], "budget_stop": str(stop)} if stop else {}),
                     "read": {"generations": generations_version, "samples": lake.version("samples"),
                              **({"episodes": lake.version("episodes")} if lake.exists("episodes") else {})}},
     )
+    if stop is not None:  # after the finished rows and the run's provenance row are stored
+        undone = ", ".join(f"{n} sample(s) of {name}" for name, n in report["unsent"].items())
+        raise BudgetExhausted(
+            f"{model}: {stop} — this run sent {spend['calls']} judge call(s) ({spend['tokens']:,} tokens, {spend['usd']} USD) "
+            f"and reused {report['calls_reused']} stored repl{'y' if report['calls_reused'] == 1 else 'ies'}; not scored: {undone}. "
+            "Re-run with a larger budget (--budget calls=N,tokens=N,usd=N or budget: in the spec): paid calls are not sent again",
+            stop.spent, stop.limits)
     return dg.MaterializeResult(
         metadata={"fingerprint": fingerprint, "model": model, "delta_version": version,
+                  "calls_sent": spend["calls"], "calls_reused": report["calls_reused"], "spend_tokens": spend["tokens"],
+                  "spend_usd": spend["usd"],
                   "generations_version_read": generations_version,
                   "rows_written": rows.height, "metrics_computed": len(report["computed"]), "metrics_reused": len(report["reused"]),
                   "reused": ", ".join(parse_signature(sig)["metric"] for sig in report["reused"]) or "none",

@@ -12,3 +12,16 @@ from __future__ import annotations
 class FacetlakeError(Exception):
     """Base of every exception facetlake raises on purpose (bad input, unknown names,
     failed checks). Catch it to tell a facetlake error from a bug or a library error."""
+
+
+class BudgetExhausted(FacetlakeError, RuntimeError):
+    """The run's budget (``budget: {usd, tokens, calls}``, resources/backends/endpoints.py) has
+    no room for the next model or judge call: that call and every later one are not sent.
+    ``spent`` and ``limits`` are plain dicts (calls, tokens, usd). Defined here, the lowest
+    layer, so judged metrics can tell it from a failed call (a refused call is no score, not
+    an error score)."""
+
+    def __init__(self, message: str, spent: dict | None = None, limits: dict | None = None) -> None:
+        super().__init__(message)
+        self.spent = dict(spent or {})
+        self.limits = dict(limits or {})

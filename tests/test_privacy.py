@@ -156,7 +156,8 @@ def test_ledger_commits_each_intent_before_returning_and_completes_in_batches(tm
     second, third = writer(row), writer(row)
     assert lake.read("outbound_ledger").height == 3 and writer.commits == 3
     writer.complete(first)
-    writer.complete(second, ok=False)
+    writer.complete(second, ok=False)  # the second completion fills a batch: merged by the background thread
+    writer.wait()
     status = dict(lake.read("outbound_ledger").select("call_id", "status").iter_rows())
     assert status == {first: "completed", second: "failed", third: "intent"}
     writer.complete(third)

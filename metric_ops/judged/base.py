@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Sequence
 
 from metric_ops.base import Metric, Sample, Score, check_lengths
+from metric_ops.errors import BudgetExhausted
 from metric_ops.judged.judging import Judge, JudgeCaller, active_cache, error_score_detail, load_prompt, resolve_judge
 from metric_ops.judged.replies import JudgeParseError
 
@@ -40,8 +42,10 @@ class JudgedMetric(Metric):
 
     Parameters (all enter the signature except ``concurrency``): ``judge`` (spec or
     Judge; required), ``temperature`` (0.0), ``max_tokens`` (1024), ``seed`` (0),
-    ``max_attempts`` (2: one re-ask after an unparseable reply), ``concurrency`` (4
-    samples judged at once). A reply that still cannot be parsed gives an ``error`` score
+    ``max_attempts`` (2: one re-ask after an unparseable reply), ``concurrency`` (samples
+    judged at once; default the judge endpoint's ``runtime.concurrency``, :meth:`workers`).
+    A call the run's budget refuses gives no score for its sample (``unsent``,
+    ``budget_stop``): the scores asset keeps the rest and ends the run with the message. A reply that still cannot be parsed gives an ``error`` score
     whose ``detail`` keeps ``raw_reply``; a transport failure gives an ``error`` with its
     message. Never a zero.
     """
@@ -55,7 +59,7 @@ class JudgedMetric(Metric):
     logprobs: ClassVar[bool] = False
 
     def __init__(self, judge: Any = None, temperature: float = 0.0, max_tokens: int = 1024, seed: int | None = 0,
-                 max_attempts: int = 2, concurrency: int = 4, **params: Any) -> None:
+                 max_attempts: int = 2, concurrency: int | None = None, **params: Any) -> None:
         self.judge: Judge = resolve_judge(judge)
         self.locality = self.judge.locality  # type: ignore[misc]  # the metric runs where its judge runs
         self.decoding: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
@@ -64,7 +68,10 @@ class JudgedMetric(Metric):
         if self.logprobs:
             self.decoding.update(logprobs=True, top_logprobs=int(params.pop("top_logprobs", 10)))
         self.max_attempts = int(max_attempts)
-        self.concurrency = max(1, int(concurrency))
+        self.concurrency = None if concurrency is None else max(1, int(concurrency))
+        self.unsent: set[str] = set()  # samples whose calls the run's budget refused (no score rows)
+        self.budget_stop: BudgetExhausted | None = None
+        self._budget_lock = threading.Lock()
         self.templates = {name: load_prompt(name) for name in self.prompts}
         super().__init__(**params)
 
@@ -106,9 +113,18 @@ class JudgedMetric(Metric):
         """Scores of one sample (raise :class:`JudgeParseError` for an unreadable reply)."""
         raise NotImplementedError
 
+    def _refused(self, sample_ids: Sequence[str], exc: BudgetExhausted) -> None:
+        with self._budget_lock:
+            self.unsent.update(sample_ids)
+            if self.budget_stop is None:
+                self.budget_stop = exc
+
     def _safe_one(self, caller: JudgeCaller, sample: Sample, output: str) -> dict[str, Score]:
         try:
             return self.score_one(caller, sample, output)
+        except BudgetExhausted as exc:  # not sent: no score at all (a re-run with a larger budget scores it)
+            self._refused([sample.sample_id], exc)
+            return {}
         except Exception as exc:  # noqa: BLE001 - one bad sample never sinks a run
             prefix = "unparseable judge reply" if isinstance(exc, JudgeParseError) else type(exc).__name__
             score = Score.error(f"{prefix}: {exc}", **error_score_detail(exc))
@@ -118,8 +134,22 @@ class JudgedMetric(Metric):
         check_lengths(samples, outputs)
         caller = self.caller()
         self.last_caller = caller
-        self.prepare(caller)
-        if self.concurrency == 1 or len(samples) <= 1:
+        try:
+            self.prepare(caller)
+        except BudgetExhausted as exc:
+            self._refused([s.sample_id for s in samples], exc)
+            return [{} for _ in samples]
+        workers = self.workers()
+        if workers == 1 or len(samples) <= 1:
             return [self._safe_one(caller, s, o) for s, o in zip(samples, outputs)]
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(lambda pair: self._safe_one(caller, *pair), zip(samples, outputs)))
+
+    def workers(self) -> int:
+        """Samples judged at once: the ``concurrency`` parameter, else the judge endpoint's
+        in-flight limit (resources/backends/endpoints.py; the endpoint caps the calls in flight
+        across every metric anyway), else 4 for a judge with no endpoint (a local backend)."""
+        if self.concurrency is not None:
+            return self.concurrency
+        limit = getattr(self.judge, "concurrency", None)
+        return max(1, int(limit() if callable(limit) else limit)) if limit else 4

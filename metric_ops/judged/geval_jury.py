@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Sample, Score, check_lengths
+from metric_ops.errors import BudgetExhausted
 from metric_ops.judged.judging import JudgeCaller, active_cache, error_score_detail, resolve_judge
 from metric_ops.judged.replies import (
     JudgeParseError, JudgeReply, extract_json, parse_scale_score, probability_weighted_score, require_list,
@@ -301,7 +302,7 @@ class Jury(JudgedMetric):
         cache = active_cache()
         self.callers = [JudgeCaller(j, self.decoding, self.name, self.max_attempts, cache) for j in self.jurors]
         self.last_caller = self.callers[0]
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=self.workers()) as pool:
             return list(pool.map(lambda pair: self._safe_one(None, *pair), zip(samples, outputs)))  # type: ignore[arg-type]
 
     def score_one(self, caller: Any, sample: Sample, output: str) -> dict[str, Score]:
@@ -312,6 +313,8 @@ class Jury(JudgedMetric):
                 r = rate(jcaller, self.templates["g_eval"], self.criterion, self.jury_steps, self.scale, sample, output,
                          salt=f"juror{i}")
                 entry.update(score=r["score"], raw_score=r["raw_score"], reasoning=r["reasoning"], weighting=r["weighting"])
+            except BudgetExhausted:  # not sent: the sample gets no score (JudgedMetric._safe_one)
+                raise
             except Exception as exc:  # noqa: BLE001 - a juror's failure is recorded, not fatal
                 entry.update(score=None, error=f"{type(exc).__name__}: {exc}", **error_score_detail(exc))
             jurors.append(entry)

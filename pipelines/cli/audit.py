@@ -32,12 +32,13 @@ def _show_warnings(caught: list[warnings.WarningMessage]) -> None:
 
 
 def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] = None, profile: Optional[str] = None,
-                 in_process: bool = False):
+                 in_process: bool = False, budget: Optional[str] = None):
     """The evaluation spec of ``facetlake run`` with its command-line options applied.
 
     ``offline`` sets ``FACETLAKE_OFFLINE=1`` for this process and lists what will be
     refused; ``anonymise`` replaces the spec's ``privacy.anonymise``; ``profile`` adds the
-    profile's metrics (warning for a dimension with fewer than two); ``in_process``: the
+    profile's metrics (warning for a dimension with fewer than two); ``budget``
+    (``usd=5,tokens=2000000,calls=10000``) replaces the spec's ``budget:``; ``in_process``: the
     run follows in this process, which keeps the checked outputs files for it. Bad input
     exits with a message naming it.
     """
@@ -56,6 +57,14 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
             if profile:
                 spec.metrics = profile_metrics(profile, spec.metrics, spec.metric_params, where="--profile")
                 spec.profile = profile
+            if budget is not None:
+                from resources.backends.endpoints import Budget, EndpointError
+
+                try:
+                    parsed = Budget.parse(budget, "--budget")
+                except EndpointError as exc:
+                    raise SpecError(str(exc)) from None
+                spec.runtime = {**spec.runtime, "budget": parsed.limits() if parsed else None}
             policy = resolve_policy(spec.privacy)
         except (SpecError, PrivacyConfigError, ProfileError) as exc:
             fail(str(exc))

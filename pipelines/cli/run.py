@@ -136,6 +136,7 @@ def run(
     replace: bool = typer.Option(False, "--replace", help="Redefine an evaluation name registered over another dataset (refused otherwise; its old results stay as history)."),
     submit: bool = typer.Option(False, "--submit", help="Queue the runs on the Dagster instance (pools, run retries, run monitoring apply; a daemon such as `facetlake ui` or `dagster-daemon run` starts them) and wait for them."),
     workers: int = typer.Option(1, "--workers", min=1, help="Run up to N model partitions at once, each a Dagster run in its own process (1: every step in this process); each run then scores lexical metrics on its share of the cores (FACETLAKE_SCORE_WORKERS overrides)."),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Stop sending model and judge calls at this spend, e.g. usd=5,tokens=2000000,calls=10000 (replaces the spec's budget:). Finished rows are kept; a re-run with a larger budget sends only the rest."),
 ) -> None:
     """Register an evaluation spec and materialise it end to end (samples → generations → scores → verdicts).
 
@@ -145,7 +146,8 @@ def run(
     """
     from pipelines.cli.audit import after_run, spec_for_run
 
-    spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile, in_process=not submit and workers == 1)
+    spec = spec_for_run(config, offline=offline, anonymise=anonymise, profile=profile, in_process=not submit and workers == 1,
+                        budget=budget)
     run_specs([spec], open_lake(lake), f"{config.name}: mean per model x metric", take_over=take_over, replace=replace,
                submit=submit, workers=workers)
     after_run(spec, open_lake(lake))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from typing import Any, Iterable, Mapping, Sequence
 
 import dagster as dg
@@ -20,6 +21,7 @@ from pipelines.jobs import ALL_JOBS, job_for, with_siblings
 from pipelines.runs.instance import get_instance
 from pipelines.runs.register import evaluation_partition, model_partition, pair_job, pair_selection, register
 from pipelines.runs.run_health import process_tags
+from assets.outbound_scope import BUDGET_GROUP_TAG
 from resources.catalog import add_metrics, evaluation_row, evaluation_spec, pairs_of
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, SpecError
 from resources.lake.resource import LakeStore
@@ -131,8 +133,9 @@ def run_evaluation(
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace, in_process=True)
     materialize_samples(resolved.fingerprint, lake, instance)
     selection = pair_selection(spec)
+    group = {BUDGET_GROUP_TAG: uuid.uuid4().hex}  # one budget (spec budget: / --budget) over every pair of this run
     for pair in pairs_of(lake, resolved.fingerprint):
-        resolved.reused.extend(reuse_lines(_materialize(selection, pair["partition_key"], lake, instance), pair["model"]))
+        resolved.reused.extend(reuse_lines(_materialize(selection, pair["partition_key"], lake, instance, tags=group), pair["model"]))
     refresh_verdicts(lake, [resolved.fingerprint], instance)  # the verdicts older than these scores (none when all was reused)
     return resolved
 
@@ -166,7 +169,8 @@ def launch_evaluation(
     share_cores(workers if not submit else None)
     resolved = register(spec, lake, instance, take_over=take_over, replace=replace)
     config = {"resources": {"lake": {"config": {"root": lake.root}}}}
-    tags = {"facetlake/evaluation": spec.name, "facetlake/source": "cli-submit" if submit else "cli-launch"}
+    tags = {"facetlake/evaluation": spec.name, "facetlake/source": "cli-submit" if submit else "cli-launch",
+            BUDGET_GROUP_TAG: uuid.uuid4().hex}  # one budget over every run of this command
     with workspace(instance) as context:
         ekey = evaluation_partition(lake, resolved.fingerprint)
         run_all(instance, context, [RunSpec("samples_job", ekey, tags, config)], submit, "samples", timeout_s=timeout_s)

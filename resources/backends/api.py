@@ -15,7 +15,15 @@ opens a connection by itself.
   variable. A loopback server (127.0.0.1, localhost) needs none. The key is read when the
   client is built, registered for redaction, and never written to a table, a log,
   metadata or an error message.
-- Concurrency: ``runtime.concurrency`` requests in flight (default 4, a thread pool).
+- Concurrency, rate limits, budgets: the endpoint's (resources/backends/endpoints.py):
+  ``runtime.concurrency`` requests in flight (default
+  :data:`~resources.backends.endpoints.DEFAULT_CONCURRENCY`, measured), ``runtime.rpm`` /
+  ``runtime.tpm`` paced, a 429's ``Retry-After`` pausing the endpoint, the run's budget checked
+  before each call. Results stream: :meth:`APIBackend.generate` yields in request order while
+  later requests are in flight, so the asset writes finished rows without a barrier.
+- Batch mode: ``runtime.mode: batch`` sends the requests through the OpenAI Batch API
+  (resources/backends/batch.py) at the batch price; the generations asset resumes a
+  submitted batch instead of sending again.
 - Retries: the ``openai`` client's own exponential backoff on 408/409/429/5xx and
   timeouts (``runtime.max_retries``, default 4; ``runtime.timeout_s``, default 60).
   A 401 or 404 stops the run at once with what to fix (every other request would fail
@@ -31,6 +39,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from resources.privacy import outbound
+from resources.backends.endpoints import BudgetExhausted
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.backends.logprobs import make_records
 
@@ -55,13 +64,17 @@ class APIBackend(ModelBackend):
 
     kind = "api"
     live = True
+    streams = True  # generate() yields while later requests are in flight (the asset writes without a barrier)
     locality = "external"
 
     def __init__(self, spec: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(spec, runtime)
         self.model, self.base_url = parse_api_spec(spec)
         self.host = urlparse(self.base_url).hostname or self.base_url
-        self.concurrency = max(1, int(self.runtime.get("concurrency", 4)))
+        from resources.backends.endpoints import endpoint_options
+
+        self.options = endpoint_options(self.runtime, self.base_url)
+        self.concurrency = self.options.concurrency
         self.mode = str(self.runtime.get("api_mode", "chat"))
         if self.mode not in ("chat", "completions"):
             raise BackendError(f"runtime.api_mode must be chat or completions, got {self.mode!r}")
@@ -89,15 +102,10 @@ class APIBackend(ModelBackend):
     def client(self) -> Any:
         """The ``openai.OpenAI`` client (built once; its retries and timeout from ``runtime``)."""
         if self._client is None:
-            import openai
+            from resources.backends.endpoints import openai_client
 
             self._key = self._resolve_key()
-            self._client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=self._key,
-                max_retries=int(self.runtime.get("max_retries", 4)),
-                timeout=float(self.runtime.get("timeout_s", 60.0)),
-            )
+            self._client = openai_client(self.base_url, self._key, runtime=self.runtime)
         return self._client
 
     def identity(self) -> dict[str, Any]:
@@ -166,7 +174,7 @@ class APIBackend(ModelBackend):
                 choice = response.choices[0]
                 text = choice.text or ""
                 records = _completion_records(choice, text, top_k) if want_lp else None
-        except (outbound.OfflineModeError, BackendError):
+        except (outbound.OfflineModeError, BackendError, BudgetExhausted):
             raise
         except Exception as exc:  # noqa: BLE001 - classified below
             fatal = self._fatal(exc)
@@ -186,17 +194,34 @@ class APIBackend(ModelBackend):
         )
 
     def generate(self, requests: Iterable[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[GenerationResult]:
+        """Results in request order, each as soon as it and those before it are back (up to
+        the endpoint's concurrency in flight). When the run's budget refuses a call, the
+        calls already in flight finish and are yielded, nothing more is sent, and
+        :class:`~resources.backends.endpoints.BudgetExhausted` is raised at the end with
+        ``undone`` = the number of requests not sent."""
         requests = list(requests)
         if not requests:
             return
+        refused: BudgetExhausted | None = None
+        undone = 0
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="facetlake-api") as pool:
             futures = [pool.submit(self._one, r, settings) for r in requests]
             try:
                 for future in futures:
-                    yield future.result()
+                    if refused is not None and future.cancel():
+                        undone += 1
+                        continue
+                    try:
+                        yield future.result()
+                    except BudgetExhausted as exc:
+                        refused = refused or exc
+                        undone += 1
             finally:
                 for future in futures:
                     future.cancel()
+        if refused is not None:
+            refused.undone = undone  # type: ignore[attr-defined]
+            raise refused
 
     # ------------------------------------------------------------------ log-likelihood
     def loglikelihood(self, requests: list[GenerationRequest], settings: Mapping[str, Any]) -> list[GenerationResult]:
@@ -225,7 +250,7 @@ class APIBackend(ModelBackend):
                     choices.append({"label": label, "logprob": float(sum(values)), "n_tokens": len(idx),
                                     "n_chars": len(cont), "greedy": bool(greedy)})
                 results.append(GenerationResult(sid, None, "ok", latency_s=time.perf_counter() - t0, extra={"choice_logprobs": choices}))
-            except (outbound.OfflineModeError, BackendError):
+            except (outbound.OfflineModeError, BackendError, BudgetExhausted):
                 raise
             except Exception as exc:  # noqa: BLE001
                 fatal = self._fatal(exc)

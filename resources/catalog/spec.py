@@ -161,7 +161,7 @@ class EvaluationSpec:
         if check_secrets:  # before anything else: no message, table or history may hold a key
             refuse_spec_secrets(data, where)
         known = {"name", "dataset", "models", "metrics", "adapter", "generation", "annotators", "metric_params", "runtime", "baseline",
-                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate", "trials", "review"}
+                 "privacy", "profile", "schedule", "lm_eval", "cluster", "gate", "trials", "review", "budget"}
         unknown = set(data) - known
         if unknown:
             raise SpecError(f"{where}: unknown keys {sorted(unknown)}; allowed: {sorted(known)}")
@@ -202,7 +202,7 @@ class EvaluationSpec:
             generation=generation,
             annotators=[dict(a) for a in data.get("annotators") or []],
             metric_params={str(k): dict(v) for k, v in (data.get("metric_params") or {}).items()},
-            runtime=_checked_runtime(data.get("runtime"), where),
+            runtime=_checked_runtime(data.get("runtime"), where, data.get("budget")),
             baseline=_checked_baseline(data.get("baseline"), models, where),
             cluster=_checked_cluster(data.get("cluster"), where),
             gate=_checked_gate(data.get("gate"), where),
@@ -420,15 +420,33 @@ def refuse_spec_secrets(data: Any, where: str) -> None:
     refuse_secrets(data, where, fix=secret_fix, error=SpecError)
 
 
-def _checked_runtime(value: Any, where: str) -> dict[str, Any]:
+def _checked_runtime(value: Any, where: str, budget: Any = None) -> dict[str, Any]:
     """The ``runtime`` mapping (secrets are refused for the whole spec by
     :func:`refuse_spec_secrets`; keys come from the environment: name the variable with
-    ``api_key_env``)."""
+    ``api_key_env``). Its endpoint options (concurrency, rpm, tpm, mode, endpoints) are checked
+    (resources/backends/endpoints.py), and a top-level ``budget:`` is kept as
+    ``runtime.budget``: how a run may spend, not what it produces, so not in the fingerprint."""
     if value is None:
-        return {}
+        value = {}
     if not isinstance(value, Mapping):
         raise SpecError(f"{where}: runtime must be a mapping, e.g. {{batch_size: 8, concurrency: 4}}")
-    return dict(value)
+    runtime = dict(value)
+    if budget is not None:
+        if runtime.get("budget") is not None:
+            raise SpecError(f"{where}: budget is given twice (top level and runtime.budget); keep one")
+        runtime["budget"] = budget
+    from resources.backends.endpoints import Budget, EndpointError, endpoint_options
+
+    try:
+        endpoint_options(runtime)
+        for url in runtime.get("endpoints") or {}:
+            endpoint_options(runtime, str(url))
+        parsed = Budget.parse(runtime.get("budget"), f"{where}: budget")
+    except EndpointError as exc:
+        raise SpecError(str(exc)) from None
+    if parsed is not None:
+        runtime["budget"] = parsed.limits()
+    return runtime
 
 
 @dataclass

@@ -10,11 +10,14 @@ anonymiser) goes through :func:`chat_completion` / :func:`completion` here. This
    messages of one call, and every call about the same sample within a session, share one
    placeholder map, so ``[PERSON_1]`` means the same person throughout. An anonymiser
    failure stops the call (fail closed);
-3. commits one row per call to the outbound ledger *before* the call is sent (time,
+3. asks the call's endpoint for it (resources/backends/endpoints.py): the run's budget
+   (refused before anything is written or sent), an in-flight slot, the declared rpm/tpm
+   pace; the reply's usage settles the budget and corrects the pace;
+4. commits one row per call to the outbound ledger *before* the call is sent (time,
    host, model, purpose, sample id, SHA-256 of the text sent, whether it was anonymised,
    entity counts; never the text or the key) and marks it completed or failed after
    (resources/privacy/ledger.py: after any crash the ledger holds every call sent);
-4. calls the ``openai`` client it is given (its own retries apply) and scrubs the
+5. calls the ``openai`` client it is given (its own retries apply) and scrubs the
    client's key from any exception it raises.
 
 The interface (``chat_completion(client, ctx, messages=...)``,
@@ -193,6 +196,23 @@ def _call(state: _State, call_id: Any, fn: Callable[..., Any], **kwargs: Any) ->
     return reply
 
 
+def _paced(client: Any, ctx: CallContext, texts: list[str], kwargs: Mapping[str, Any], send: Callable[[], Any]) -> Any:
+    """Run ``send`` (the ledger's intent, then the call) as one call of the client's endpoint
+    (resources/backends/endpoints.py): the run's budget reserves the call's estimate first
+    (``BudgetExhausted`` before anything is written or sent), then an in-flight slot and the
+    declared pace; the reply's usage settles the budget and corrects the pace."""
+    from resources.backends.endpoints import endpoint_for, estimate_tokens, price_of, usd_estimate
+
+    endpoint = endpoint_for(str(client.base_url))
+    price = price_of(str(kwargs.get("model") or ctx.model))
+    max_tokens = kwargs.get("max_tokens")
+    with endpoint.call(estimate_tokens(texts, max_tokens), usd_estimate(price, texts, max_tokens)) as ticket:
+        ticket.sending()
+        reply = send()
+        ticket.done(getattr(reply, "usage", None), price)
+    return reply
+
+
 def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, Any]], anonymise: bool | None = None, **kwargs: Any) -> Any:
     """``client.chat.completions.create(messages=..., **kwargs)`` through the guard, the
     anonymiser and the ledger. ``client`` is an ``openai.OpenAI`` instance.
@@ -210,8 +230,10 @@ def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, A
     sent_messages = [dict(m) for m in messages]
     for i, text in zip(positions, sent):
         sent_messages[i]["content"] = text
-    call_id = _ledger(state, host, ctx, [str(m.get("content")) for m in sent_messages], anonymised, strategy, counts)
-    return _call(state, call_id, client.chat.completions.create, messages=sent_messages, model=kwargs.pop("model", ctx.model), **kwargs)
+    texts_sent = [str(m.get("content")) for m in sent_messages]
+    return _paced(client, ctx, texts_sent, kwargs, lambda: _call(
+        state, _ledger(state, host, ctx, texts_sent, anonymised, strategy, counts), client.chat.completions.create,
+        messages=sent_messages, model=kwargs.pop("model", ctx.model), **kwargs))
 
 
 def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | None = None, **kwargs: Any) -> Any:
@@ -220,8 +242,9 @@ def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | 
     host = _guard(str(client.base_url), ctx)
     register_secret(getattr(client, "api_key", None))
     sent, counts, anonymised, strategy, state = _scrub_texts([prompt], ctx, anonymise)
-    call_id = _ledger(state, host, ctx, sent, anonymised, strategy, counts)
-    return _call(state, call_id, client.completions.create, prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs)
+    return _paced(client, ctx, sent, kwargs, lambda: _call(
+        state, _ledger(state, host, ctx, sent, anonymised, strategy, counts), client.completions.create,
+        prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs))
 
 
 # --------------------------------------------------------------------------- the model anonymiser's call

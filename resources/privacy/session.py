@@ -37,7 +37,7 @@ class LedgerWriter(DurableLedger):
     the call is sent and completed after (resources/privacy/ledger.py). ``flush_every``:
     how many completions are merged per commit. Thread-safe (API backends call from workers)."""
 
-    def __init__(self, lake: Any, run_id: str, fingerprint: str | None, model: str | None, flush_every: int = 32) -> None:
+    def __init__(self, lake: Any, run_id: str, fingerprint: str | None, model: str | None, flush_every: int = 256) -> None:
         super().__init__(lake, run_id, fingerprint, model, complete_every=flush_every)
 
 

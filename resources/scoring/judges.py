@@ -4,7 +4,9 @@ A judge is named by the same model spec strings as any model (``resources.backen
 
 - ``api:MODEL@BASE_URL``: an OpenAI-compatible endpoint (OpenAI, vLLM serve, Ollama, a
   local server). Every call goes through :func:`resources.privacy.outbound.chat_completion`, the
-  one outbound path (offline guard, anonymiser, ledger). Locality ``external``. The key
+  one outbound path (offline guard, anonymiser, ledger, the endpoint's concurrency, rpm/tpm
+  pace and the run's budget: the evaluation's ``runtime`` options apply to its judges'
+  endpoints as to its model's). Locality ``external``. The key
   comes from ``$FACETLAKE_JUDGE_API_KEY``, else ``$OPENAI_API_KEY`` (never stored);
   transport retries are the openai client's own (``max_retries``).
 - any other registered backend kind (``hf:PATH``, ``vllm:NAME`` when the live-generation
@@ -90,15 +92,22 @@ class ApiJudge:
         self._lock = threading.Lock()
 
     def client(self) -> Any:
-        """The ``openai.OpenAI`` client (built on first use; key from the environment)."""
+        """The ``openai.OpenAI`` client (built on first use; key from the environment), on the
+        endpoint's transport (resources/backends/endpoints.py: 429 feedback)."""
         with self._lock:
             if self._client is None:
-                import openai
+                from resources.backends.endpoints import openai_client
 
                 key = next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)), "not-needed")
-                self._client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=self.max_retries,
-                                             timeout=self.timeout_s)
+                self._client = openai_client(self.base_url, key, max_retries=self.max_retries, timeout_s=self.timeout_s)
             return self._client
+
+    def concurrency(self) -> int:
+        """The judge endpoint's in-flight limit under the current run's runtime
+        (``runtime.concurrency`` or ``runtime.endpoints[URL].concurrency``)."""
+        from resources.backends.endpoints import endpoint_for
+
+        return endpoint_for(self.base_url).options.concurrency
 
     def complete(self, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None = None, **decoding: Any) -> JudgeReply:
         from resources.privacy.outbound import CallContext, chat_completion
