@@ -202,9 +202,10 @@ class Budget:
             over = None
             calls, spent_tokens, spent_usd = self.prior_calls + self.spent_calls, self.prior_tokens + self.spent_tokens, self.prior_usd + self.spent_usd
             if self.calls is not None and calls + self._held_calls + 1 > self.calls:
-                over = f"calls: {calls} of {self.calls} spent"
+                over = f"calls: {calls + self._held_calls} of {self.calls} sent"
             elif self.tokens is not None and spent_tokens + self._held_tokens + tokens > self.tokens:
-                over = f"tokens: {spent_tokens:,} of {self.tokens:,} spent, the next call needs about {tokens:,}"
+                over = (f"tokens: {spent_tokens:,} of {self.tokens:,} spent and {self._held_tokens:,} held by calls in flight, "
+                        f"the next call needs about {tokens:,}")
             elif self.usd is not None:
                 if usd is None:
                     over = "usd: the call's model has no price (runtime.prices), so a usd budget cannot admit it"
