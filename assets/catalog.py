@@ -34,6 +34,8 @@ INTERNAL_TABLES = {
             "record of the graph (facetlake lineage), not a product of it",
     "judge_cache": "a cache of paid judge replies keyed by judge, decoding and messages; read and appended by the scores and "
                    "pairwise assets while they run; deleting it changes no result, only cost",
+    "call_batches": "the state of each Batch API submission (uploaded, submitted, done) so that a killed or scheduled "
+                    "run resumes the same batch instead of sending its requests again; a record of side effects",
     "outbound_ledger": "the audit log of every call that left the machine (privacy), appended by the outbound gateway "
                        "wherever a call is made; a record of side effects, not data the evaluation produces",
     "evidence_exports": "the anchor of each `facetlake export` (manifest hash, key fingerprint), appended by the command; "

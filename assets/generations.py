@@ -20,7 +20,8 @@ from assets.declare import delta_multi_asset, delta_spec, table_metadata
 from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.prompting.adapters import AdapterError, make_adapter
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackends
-from resources.backends.endpoints import BudgetExhausted, run_spend
+from resources.backends.batch import BatchCalls, BatchPending
+from resources.backends.endpoints import BudgetExhausted, batch_price, run_spend
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.backends.planning import compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake.resource import LakeStore
@@ -157,8 +158,9 @@ def generations(
     pending: list[tuple[GenerationRequest, GenerationResult]] = list(failed)
     loglik = [r for r in plan.todo if r.continuations]
     gen = [r for r in plan.todo if not r.continuations]
-    stopped: BudgetExhausted | None = None  # the run's budget refused a call: what is done is kept (issue 30)
+    stopped: BudgetExhausted | BatchPending | None = None  # the budget refused a call / a batch is still running (issue 30)
     streams = bool(getattr(backend, "streams", False))  # results arrive while later requests are in flight
+    batched = BatchCalls(lake, backend, fingerprint, model, context.run_id) if getattr(backend, "batch_mode", False) else None
     with tqdm(total=len(plan.todo), desc=f"generate {model}", leave=False, disable=None) as bar:
         for group, scoring in ((gen, False), (loglik, True)):
             # a streaming backend gets the whole group (its endpoint keeps `concurrency` calls in
@@ -169,7 +171,12 @@ def generations(
                 by_id = {r.sample.sample_id: r for r in batch}
                 t0 = time.perf_counter()
                 try:
-                    results = backend.loglikelihood(batch, spec.generation) if scoring else backend.generate(batch, spec.generation)
+                    if scoring:
+                        results = backend.loglikelihood(batch, spec.generation)
+                    elif batched is not None:  # the Batch API: resume open batches, submit the rest, collect
+                        results = (c.result for c in batched.run(batch, spec.generation))
+                    else:
+                        results = backend.generate(batch, spec.generation)
                     for i, result in enumerate(results):
                         request = by_id.get(result.sample_id) or batch[i]
                         result = adapter.finalize(request, result)
@@ -179,7 +186,7 @@ def generations(
                         if live and len(pending) >= batch_size:  # persist as we go: a killed run loses at most one batch
                             _write(lake, pending, row, model, fingerprint, context.run_id)
                             pending = []
-                except BudgetExhausted as exc:
+                except (BudgetExhausted, BatchPending) as exc:
                     stopped = exc
                 generate_s += time.perf_counter() - t0
                 if live:
@@ -203,6 +210,8 @@ def generations(
     identity = backend.identity()
     wall = time.perf_counter() - t_start
     price = price_for(load_prices(spec.runtime), model, getattr(backend, "model", None), spec_string)
+    if batched is not None:  # the Batch API's price where the table gives one (batch_*_per_1m or batch_discount)
+        price = batch_price(price)
     perf = performance(generated, generate_s, wall, identity, price, backend.measures_throughput)
     spend = run_spend()
     resume = {"kept": len(plan.kept), "reused": len(plan.reused), "reused_from": plan.reused_from,
@@ -213,8 +222,11 @@ def generations(
         provenance={"model_spec": backend.spec, "model_identity": identity, "generation": spec.generation, "wall_s": wall,
                     "samples_version": lake.version("samples"), "performance": perf, "resume": resume,
                     "adapter": spec.adapter, "spend": spend, "budget_group": budget_group(context), "calls_reused": len(plan.kept) + len(plan.reused),
-                    **({"budget_stop": str(stopped)} if stopped is not None else {})},
+                    **({"budget_stop": str(stopped)} if isinstance(stopped, BudgetExhausted) else {}),
+                    **({"batches": {"submitted": batched.submitted, "collected": batched.collected}} if batched is not None else {})},
     )
+    if isinstance(stopped, BatchPending):
+        raise stopped
     if stopped is not None:  # after the rows and the run's provenance row are stored
         undone = len(plan.todo) - len(generated)
         raise BudgetExhausted(
@@ -240,6 +252,8 @@ def generations(
             "calls_reused": len(plan.kept) + len(plan.reused),
             "spend_tokens": spend["tokens"],
             "spend_usd": spend["usd"],
+            **({"batch_ids": ", ".join(batched.submitted + [b for b in batched.collected if b not in batched.submitted]) or "none"}
+               if batched is not None else {}),
             "wall_s": round(wall, 3),
             "tokens_in": perf["tokens_in"],
             "tokens_out": perf["tokens_out"],

@@ -5,6 +5,7 @@ Retry-After, budgets and no call twice, against real OpenAI-format servers on 12
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -208,3 +209,72 @@ def test_judged_budget_stop_keeps_scores_and_reruns_send_no_call_twice(llm, tmp_
     meta = {k: getattr(v, "value", v) for e in result.get_asset_materialization_events() if e.asset_key.path == ["scores"]
             for k, v in e.materialization.metadata.items()}
     assert llm.calls == 13 and meta["calls_sent"] == 0 and meta["calls_reused"] == 7  # 6 ratings + the steps call
+
+
+# --------------------------------------------------------------------------- the Batch API
+BATCH_RUNTIME = {"mode": "batch", "poll_s": 0.1, "prices": {"scripted": {"input_per_1m": 1.0, "output_per_1m": 2.0, "batch_discount": 0.5}}}
+
+
+def _generation_rows(lake) -> list[tuple]:
+    gens = lake.read("generations").sort("sample_id")
+    return list(gens.select("sample_id", "status", "output", "tokens_in", "tokens_out", "prompt").iter_rows())
+
+
+def test_batch_mode_completes_an_evaluation_at_the_batch_price(llm, tmp_path, instance):
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    llm.reset()
+    files, batches = len(llm.files), len(llm.batches)
+    assert _run(_spec(llm.base_url, 5, BATCH_RUNTIME, name="batched"), lake, instance) is None
+    assert llm.calls == 0 and len(llm.batches) == batches + 1 and llm.batch_requests == 5 and len(llm.files) == files + 2
+    rows = _generation_rows(lake)
+    assert [r[1] for r in rows] == ["ok"] * 5 and all(r[2].startswith("answer: ") for r in rows)
+    assert lake.read("scores", where={"metric": "token_f1"}).height == 5
+    ledger = lake.read("outbound_ledger")
+    batch_id = lake.read("call_batches", where={"state": "done"})["batch_id"].item()
+    assert ledger.height == 5 and set(ledger["batch_id"]) == {batch_id} and set(ledger["status"]) == {"completed"}
+    assert lake.read("call_batches").sort("created_at")["state"].to_list() == ["uploaded", "submitted", "done"]
+    perf = json.loads(lake.read("runs", where={"asset": "generations"})["provenance"].item())["performance"]
+    tokens_in, tokens_out = sum(r[3] for r in rows), sum(r[4] for r in rows)
+    assert perf["cost"]["total"] == pytest.approx((tokens_in * 0.5 + tokens_out * 1.0) / 1e6, rel=1e-9)  # half the live price
+
+
+@pytest.mark.slow  # two `facetlake run` processes per case (~25 s)
+@pytest.mark.parametrize("fault", ["batch.after_create@1", "batch.before_create@1"])
+def test_kill_after_submission_then_rerun_submits_nothing_new(llm, tmp_path, fault):
+    """kill -9 (FACETLAKE_FAULT ends the process as kill -9 would) right after the batch is
+    created, or between the upload and the create: the re-run resumes that batch (the server
+    counts one file uploaded and one batch of 6 requests) and stores the rows of a run that
+    was not killed."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    spec = _spec(llm.base_url, 6, BATCH_RUNTIME, name="killed").to_mapping()
+    spec["dataset"] = {"kind": "sfres", "limit": 6}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(root)}
+
+    def run(lake_dir: Path, extra: dict) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(path), "--lake", str(lake_dir)], cwd=root,
+                              env={**env, **extra}, capture_output=True, text=True, timeout=300)
+
+    files, batches, requests = len(llm.files), len(llm.batches), llm.batch_requests
+    killed = run(tmp_path / "killed", {"FACETLAKE_FAULT": fault})
+    assert killed.returncode == 137, killed.stderr[-2000:]
+    assert len(llm.files) == files + 1 and len(llm.batches) == batches + (1 if fault.startswith("batch.after") else 0)
+    again = run(tmp_path / "killed", {})
+    assert again.returncode == 0, again.stderr[-2000:]
+    # nothing submitted twice: one input file (plus the output file), one batch, 6 requests
+    assert len(llm.files) == files + 2 and len(llm.batches) == batches + 1 and llm.batch_requests == requests + 6
+    clean = run(tmp_path / "clean", {})
+    assert clean.returncode == 0, clean.stderr[-2000:]
+    killed_lake, clean_lake = LakeStore(root=str(tmp_path / "killed")), LakeStore(root=str(tmp_path / "clean"))
+    assert _generation_rows(killed_lake) == _generation_rows(clean_lake)
+    ledger = killed_lake.read("outbound_ledger")
+    assert ledger.height == 6 and set(ledger["status"]) == {"completed"} and ledger["batch_id"].null_count() == 0

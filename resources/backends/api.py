@@ -75,6 +75,7 @@ class APIBackend(ModelBackend):
 
         self.options = endpoint_options(self.runtime, self.base_url)
         self.concurrency = self.options.concurrency
+        self.batch_mode = self.options.mode == "batch"  # the generations asset sends through resources/backends/batch.py
         self.mode = str(self.runtime.get("api_mode", "chat"))
         if self.mode not in ("chat", "completions"):
             raise BackendError(f"runtime.api_mode must be chat or completions, got {self.mode!r}")

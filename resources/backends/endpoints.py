@@ -49,7 +49,7 @@ FLOOR = 0.1  # ... never below this share of the declared rate
 RECOVERY = 0.01  # each successful call gives back this share
 CHARS_PER_TOKEN = 4.0  # the estimate before the call (OpenAI's rule of thumb); the reply's usage corrects it
 DEFAULT_MAX_TOKENS = 256  # a call that names no max_tokens is estimated with this many output tokens
-ENDPOINT_KEYS = ("concurrency", "rpm", "tpm", "mode", "max_retries", "timeout_s", "poll_s")
+ENDPOINT_KEYS = ("concurrency", "rpm", "tpm", "mode", "max_retries", "timeout_s", "poll_s", "batch_wait_s")
 MODES = ("live", "batch")
 
 
@@ -65,7 +65,8 @@ class EndpointOptions:
     ``concurrency``: calls in flight (>= 1); ``rpm``/``tpm``: declared limits (None: not
     paced); ``mode``: ``live`` or ``batch`` (the OpenAI Batch API, resources/backends/batch.py);
     ``max_retries``/``timeout_s``: the ``openai`` client's; ``poll_s``: the first wait between
-    batch status polls (doubling up to 10 minutes)."""
+    batch status polls (doubling up to 10 minutes); ``batch_wait_s``: how long one run waits
+    for a submitted batch before it ends and leaves the batch to the next run (default 600)."""
 
     concurrency: int = DEFAULT_CONCURRENCY
     rpm: float | None = None
@@ -74,6 +75,7 @@ class EndpointOptions:
     max_retries: int = 4
     timeout_s: float = 60.0
     poll_s: float = 5.0
+    batch_wait_s: float = 600.0
 
 
 def _positive(value: Any, key: str, where: str, integer: bool = False) -> float | int | None:
@@ -117,6 +119,7 @@ def endpoint_options(runtime: Mapping[str, Any] | None, base_url: str | None = N
         rpm=_positive(merged.get("rpm"), "rpm", where), tpm=_positive(merged.get("tpm"), "tpm", where), mode=mode,
         max_retries=int(merged.get("max_retries", 4)), timeout_s=float(merged.get("timeout_s", 60.0)),
         poll_s=float(_positive(merged.get("poll_s", 5.0), "poll_s", where) or 5.0),
+        batch_wait_s=float(_positive(merged.get("batch_wait_s", 600.0), "batch_wait_s", where) or 600.0),
     )
 
 
@@ -465,7 +468,13 @@ def price_of(model: str | None, runtime: Mapping[str, Any] | None = None, batch:
     from resources.backends.planning import load_prices, price_for
 
     price = price_for(load_prices(active_runtime() if runtime is None else runtime), model)
-    if not price or not batch:
+    return batch_price(price) if batch else price
+
+
+def batch_price(price: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The Batch API price of a price entry: its ``batch_input_per_1m``/``batch_output_per_1m``
+    when given, else ``batch_discount`` (e.g. 0.5) times the live price, else the live price."""
+    if not price:
         return price
     discount = float(price.get("batch_discount", 1.0))
     return {**price, "input_per_1m": float(price.get("batch_input_per_1m", float(price.get("input_per_1m", 0.0)) * discount)),
@@ -503,5 +512,5 @@ def openai_client(base_url: str, api_key: str, *, runtime: Mapping[str, Any] | N
 
 
 __all__ = ["Budget", "BudgetExhausted", "CallSession", "DEFAULT_CONCURRENCY", "Endpoint", "EndpointError", "EndpointOptions",
-           "Pacer", "Ticket", "active_budget", "active_runtime", "call_session", "endpoint_for", "endpoint_options",
+           "Pacer", "Ticket", "active_budget", "active_runtime", "batch_price", "call_session", "endpoint_for", "endpoint_options",
            "estimate_tokens", "openai_client", "price_of", "retry_after_seconds", "run_spend", "usd_estimate"]

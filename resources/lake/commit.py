@@ -45,6 +45,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "runs": ("run_id", "asset", "table_name", "model", "fingerprint"),
     "outbound_ledger": ("call_id",),
     "judge_cache": ("key",),
+    "call_batches": ("input_file_id", "state"),
     "evidence_exports": ("manifest_sha256",),
     "reviews": ("review_id",),
     "agreement": ("fingerprint", "rubric", "kind", "reviewer_a", "reviewer_b", "metric"),

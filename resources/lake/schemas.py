@@ -288,6 +288,29 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("n_entities", pa.int64()),
             # issue 16: committed as "intent" before the call is sent, then "completed" / "failed"
             ("call_id", pa.string()), ("status", pa.string()), ("completed_at", _TS),
+            # issue 30: the Batch API batch that carried the call (null for a live call)
+            ("batch_id", pa.string()),
+        ]
+    ),
+    # Batch API submissions (issue 30, resources/backends/batch.py): one row per state change of a
+    # batch (uploaded -> submitted -> done); the latest row per input file is its state
+    "call_batches": pa.schema(
+        [
+            ("input_file_id", pa.string()),
+            ("state", pa.string()),
+            ("batch_id", pa.string()),
+            ("base_url", pa.string()),
+            ("api_model", pa.string()),
+            ("purpose", pa.string()),
+            ("fingerprint", pa.string()),
+            ("model", pa.string()),
+            ("run_id", pa.string()),
+            ("requests", pa.string()),
+            ("n_requests", pa.int64()),
+            ("status", pa.string()),
+            ("output_file_id", pa.string()),
+            ("error_file_id", pa.string()),
+            ("created_at", _TS),
         ]
     ),
     # agent episodes (issue 17): one row per (task, trial) per model x fingerprint partition
@@ -483,4 +506,5 @@ PARTITION_COLUMNS: dict[str, list[str] | None] = {
 # (resources/lake/score_params.py for scores.params)
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "scores": ("params",),
+    "outbound_ledger": ("batch_id",),
 }

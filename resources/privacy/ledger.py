@@ -78,7 +78,7 @@ class DurableLedger:
         self._failed: dict[int, BaseException] = {}
         self._done: list[dict[str, Any]] = []
         self._done_lock = threading.Lock()
-        self._table: Any = lake.delta(LEDGER_TABLE) if lake.exists(LEDGER_TABLE) else None
+        self._table: Any = None  # loaded after the first append (which brings an older table up to the contract)
         self._table_commits = 0
         self._merger: ThreadPoolExecutor | None = None
         self._merging: Future | None = None
@@ -100,7 +100,7 @@ class DurableLedger:
             "sample_id": call.get("sample_id"), "text_sha256": call["text_sha256"], "n_chars": call.get("n_chars"),
             "anonymised": bool(call.get("anonymised")), "strategy": call.get("strategy"),
             "entity_counts": json.dumps(counts, sort_keys=True), "n_entities": sum(counts.values()),
-            "call_id": call.get("call_id") or uuid.uuid4().hex, "status": INTENT, "completed_at": None,
+            "call_id": call.get("call_id") or uuid.uuid4().hex, "status": INTENT, "completed_at": None, "batch_id": None,
         }
 
     def __call__(self, call: Mapping[str, Any]) -> str:

@@ -247,6 +247,31 @@ def completion(client: Any, ctx: CallContext, *, prompt: str, anonymise: bool | 
         prompt=sent[0], model=kwargs.pop("model", ctx.model), **kwargs))
 
 
+def deferred_chat(base_url: str, ctx: CallContext, *, messages: list[dict[str, Any]], anonymise: bool | None = None
+                  ) -> tuple[list[dict[str, Any]], Any]:
+    """A chat request that will leave later as one line of a Batch API file
+    (resources/backends/batch.py), through the same guard, anonymiser and ledger as
+    :func:`chat_completion`: returns ``(messages as they will be sent, ledger call id)``; the
+    intent row is committed before this returns, so it precedes the upload. Same errors as
+    :func:`chat_completion` (nothing is sent here)."""
+    host = _guard(base_url, ctx)
+    positions = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str)]
+    sent, counts, anonymised, strategy, state = _scrub_texts([messages[i]["content"] for i in positions], ctx, anonymise)
+    out = [dict(m) for m in messages]
+    for i, text in zip(positions, sent):
+        out[i]["content"] = text
+    return out, _ledger(state, host, ctx, [str(m.get("content")) for m in out], anonymised, strategy, counts)
+
+
+def complete_deferred(call_id: Any, ok: bool) -> None:
+    """Mark a deferred call (:func:`deferred_chat`) completed or failed in the session's ledger."""
+    with _lock:
+        state = _state
+    complete = getattr(state.ledger_writer, "complete", None)
+    if complete is not None and call_id:
+        complete(call_id, ok=ok)
+
+
 # --------------------------------------------------------------------------- the model anonymiser's call
 def model_anonymiser_call(conf: Mapping[str, Any]) -> Callable[[list[dict[str, str]]], str]:
     """The ``model`` anonymiser's LLM call for its options ``conf`` (``base_url``, ``model``,
