@@ -174,7 +174,7 @@ def generations(
                     if scoring:
                         results = backend.loglikelihood(batch, spec.generation)
                     elif batched is not None:  # the Batch API: resume open batches, submit the rest, collect
-                        results = (c.result for c in batched.run(batch, spec.generation))
+                        results = (c.result for c in batched.generations(batch, spec.generation))
                     else:
                         results = backend.generate(batch, spec.generation)
                     for i, result in enumerate(results):

@@ -28,7 +28,8 @@ from assets.partitions import pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json
 from metric_ops.judged.judging import repeated_judging
-from resources.scoring.judges import judge_session
+from resources.scoring.judges import MAX_BATCH_ROUNDS, batch_judging, judge_session
+from resources.backends.batch import BatchPending
 from resources.lake.resource import LakeStore
 from resources.privacy.outbound import offline_mode
 from resources.privacy.session import anonymised_references, offline_refusal_rows
@@ -170,6 +171,28 @@ def reusable_signatures(lake: LakeStore, model: str, fingerprint: str, digest: s
     return out
 
 
+def _batch_rounds(metric: Any, samples: list, outputs: list, frame: pl.DataFrame, batches: Any, cache: Any
+                  ) -> tuple[pl.DataFrame, set[str]]:
+    """Judge calls queued for the Batch API (a judge endpoint in ``runtime.mode: batch``): send
+    them, wait, and score the waiting samples again from the replies now in the judge cache,
+    up to :data:`~resources.scoring.judges.MAX_BATCH_ROUNDS` rounds (G-Eval: its steps, then its
+    ratings). Returns the frame with the re-scored rows and the samples still waiting (their
+    batch not finished within ``runtime.batch_wait_s``; ``batches.pending`` says which)."""
+    batches.pending = None
+    for _ in range(MAX_BATCH_ROUNDS):
+        waiting = set(getattr(metric, "deferred", None) or ())
+        if not waiting:
+            return frame, set()
+        batches.pending = batches.send(cache)
+        if batches.pending is not None:
+            return frame, waiting
+        metric.deferred = set()
+        idx = [i for i, s in enumerate(samples) if s.sample_id in waiting]
+        again = score_frame(metric, [samples[i] for i in idx], [outputs[i] for i in idx])
+        frame = pl.concat([frame.filter(~pl.col("sample_id").is_in(sorted(waiting))), again], how="vertical")
+    return frame, set(getattr(metric, "deferred", None) or ())
+
+
 def score_partition(
     lake: LakeStore, model: str, fingerprint: str, metrics: Sequence[Any] | None, run_id: str, reuse: bool = True,
 ) -> tuple[pl.DataFrame, dict[str, Any] | None, dict[str, Any]]:
@@ -215,7 +238,7 @@ def score_partition(
     # judged metrics read/write the lake's judge_cache (issue 4); with repeated judging each
     # trial's verdict has its own cache key, so trials are independent calls (issue 28)
     fresh = getattr(spec, "trials", 1) > 1 and getattr(spec, "trial_repeat", "both") != "generation"
-    with judge_session(lake) as cache, repeated_judging(fresh):
+    with judge_session(lake) as cache, repeated_judging(fresh), batch_judging(lake, fingerprint, model, run_id) as batches:
         for name in names:
             # annotation values / token log-probabilities where the metric asks for them (issue 7)
             metric, metric_samples, metric_outputs = metric_inputs.prepare(name, merged_params(spec.metric_params, name, overrides[name]))
@@ -230,6 +253,13 @@ def score_partition(
                 continue
             with tqdm(total=len(samples), desc=f"{name} {model}", leave=False, disable=None) as bar:  # None: no bar in a CI log
                 frame = score_frame(metric, metric_samples, metric_outputs, progress=bar.update)
+            frame, waiting = _batch_rounds(metric, metric_samples, metric_outputs, frame, batches, cache)
+            if waiting:  # judge calls still in a Batch API batch: no rows yet, the metric is not complete
+                frame = frame.filter(~pl.col("sample_id").is_in(sorted(waiting)))
+                report["computed"].remove(signature)
+                report.setdefault("partial", []).append(signature)
+                report.setdefault("waiting", {})[name] = len(waiting)
+                report["batch_pending"] = report.get("batch_pending") or batches.pending
             unsent = getattr(metric, "unsent", None)
             if unsent:  # the run's budget refused these samples' judge calls: no rows (not errors), and
                 # the metric is not complete, so a re-run computes it again (its paid calls from judge_cache)
@@ -264,6 +294,7 @@ def score_partition(
         run_id=pl.lit(run_id, pl.String), created_at=pl.lit(now, pl.Datetime("us", "UTC")),
     )
     report["calls_reused"] = cache.hits  # judge replies read from judge_cache instead of sent again
+    report["batch_ids"] = batches.batch_ids
     where: dict[str, Any] | None = {"model": model, "fingerprint": fingerprint, "metric": sorted(set(emitted))} if emitted else None
     return rows, where, report
 
@@ -328,6 +359,7 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
     stored = lake.read("scores", where={"model": model, "fingerprint": fingerprint}, columns=["metric", "status", "value", "params"])
     spend = run_spend()
     stop = report.pop("budget_stop", None)
+    pending = report.pop("batch_pending", None)
     record_run(
         lake, context, asset="scores", table="scores", version=version, rows=rows.height, started_at=started,
         model=model, fingerprint=fingerprint, dataset=evaluation_row(lake, fingerprint)["dataset"],
@@ -336,9 +368,15 @@ def scores(context: dg.AssetExecutionContext, config: ScoresConfig, lake: LakeSt
                     "computed": report["computed"], "reused": report["reused"], "inputs_sha256": report["inputs_sha256"],
                     "spend": spend, "budget_group": budget_group(context), "calls_reused": report["calls_reused"],
                     **({"partial": report["partial"], "unsent": report["unsent"], "budget_stop": str(stop)} if stop else {}),
+                    **({"partial": report["partial"], "waiting": report["waiting"]} if report.get("waiting") else {}),
+                    **({"batch_ids": report["batch_ids"]} if report["batch_ids"] else {}),
                     "read": {"generations": generations_version, "samples": lake.version("samples"),
                              **({"episodes": lake.version("episodes")} if lake.exists("episodes") else {})}},
     )
+    if report.get("waiting"):  # after the finished rows and the run's provenance row are stored
+        waiting = ", ".join(f"{n} sample(s) of {name}" for name, n in report["waiting"].items())
+        raise BatchPending(f"{model}: judge calls wait in the Batch API for {waiting}. "
+                           + (str(pending) if pending else f"(more than {MAX_BATCH_ROUNDS} rounds of judge calls)"))
     if stop is not None:  # after the finished rows and the run's provenance row are stored
         undone = ", ".join(f"{n} sample(s) of {name}" for name, n in report["unsent"].items())
         raise BudgetExhausted(

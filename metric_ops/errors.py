@@ -25,3 +25,9 @@ class BudgetExhausted(FacetlakeError, RuntimeError):
         super().__init__(message)
         self.spent = dict(spent or {})
         self.limits = dict(limits or {})
+
+
+class CallDeferred(FacetlakeError, RuntimeError):
+    """A judge call was queued for a Batch API file instead of sent (its endpoint is in
+    ``runtime.mode: batch``, resources/scoring/judges.py): the sample gets its score in a later
+    round, once the batch is back (never an error or a zero meanwhile)."""

@@ -278,3 +278,23 @@ def test_kill_after_submission_then_rerun_submits_nothing_new(llm, tmp_path, fau
     assert _generation_rows(killed_lake) == _generation_rows(clean_lake)
     ledger = killed_lake.read("outbound_ledger")
     assert ledger.height == 6 and set(ledger["status"]) == {"completed"} and ledger["batch_id"].null_count() == 0
+
+
+def test_judges_in_batch_mode_send_their_calls_as_batches(llm, tmp_path, instance):
+    """G-Eval with a judge whose endpoint is in batch mode: its evaluation-steps call, then its
+    ratings, go as two batches (no live call); the scores equal the live path's; a re-run
+    sends nothing."""
+    live_lake, lake = LakeStore(root=str(tmp_path / "live")), LakeStore(root=str(tmp_path / "batch"))
+    assert _run(_spec(llm.base_url, 4, {}, judged=True, name="live-judge"), live_lake, instance) is None
+    llm.reset()
+    batches = len(llm.batches)
+    assert _run(_spec(llm.base_url, 4, BATCH_RUNTIME, judged=True, name="batch-judge"), lake, instance) is None
+    assert llm.calls == 0  # generation and judging both through the Batch API
+    assert len(llm.batches) == batches + 3 and llm.batch_requests == 4 + 1 + 4  # outputs; steps; ratings
+    live = live_lake.read("scores", where={"metric": "g_eval"}).sort("sample_id")
+    batched = lake.read("scores", where={"metric": "g_eval"}).sort("sample_id")
+    assert batched["value"].to_list() == live["value"].to_list() and set(batched["status"]) == {"scored"}
+    judge_rows = lake.read("outbound_ledger").filter(~lake.read("outbound_ledger")["purpose"].is_in(["generation"]))
+    assert judge_rows.height == 5 and judge_rows["batch_id"].null_count() == 0
+    assert _run(_spec(llm.base_url, 4, BATCH_RUNTIME, judged=True, name="batch-judge"), lake, instance) is None
+    assert len(llm.batches) == batches + 3 and llm.calls == 0  # the re-run sends nothing

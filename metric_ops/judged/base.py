@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Sequence
 
 from metric_ops.base import Metric, Sample, Score, check_lengths
-from metric_ops.errors import BudgetExhausted
+from metric_ops.errors import BudgetExhausted, CallDeferred
 from metric_ops.judged.judging import Judge, JudgeCaller, active_cache, error_score_detail, load_prompt, resolve_judge
 from metric_ops.judged.replies import JudgeParseError
 
@@ -71,6 +71,7 @@ class JudgedMetric(Metric):
         self.concurrency = None if concurrency is None else max(1, int(concurrency))
         self.unsent: set[str] = set()  # samples whose calls the run's budget refused (no score rows)
         self.budget_stop: BudgetExhausted | None = None
+        self.deferred: set[str] = set()  # samples whose judge calls wait in a Batch API file
         self._budget_lock = threading.Lock()
         self.templates = {name: load_prompt(name) for name in self.prompts}
         super().__init__(**params)
@@ -125,6 +126,10 @@ class JudgedMetric(Metric):
         except BudgetExhausted as exc:  # not sent: no score at all (a re-run with a larger budget scores it)
             self._refused([sample.sample_id], exc)
             return {}
+        except CallDeferred:  # queued for a Batch API file: scored in a later round (resources/scoring/judges.py)
+            with self._budget_lock:
+                self.deferred.add(sample.sample_id)
+            return {}
         except Exception as exc:  # noqa: BLE001 - one bad sample never sinks a run
             prefix = "unparseable judge reply" if isinstance(exc, JudgeParseError) else type(exc).__name__
             score = Score.error(f"{prefix}: {exc}", **error_score_detail(exc))
@@ -138,6 +143,9 @@ class JudgedMetric(Metric):
             self.prepare(caller)
         except BudgetExhausted as exc:
             self._refused([s.sample_id for s in samples], exc)
+            return [{} for _ in samples]
+        except CallDeferred:  # the setup call (G-Eval's evaluation steps) is in a batch: every sample waits for it
+            self.deferred.update(s.sample_id for s in samples)
             return [{} for _ in samples]
         workers = self.workers()
         if workers == 1 or len(samples) <= 1:

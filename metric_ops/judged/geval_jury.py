@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from metric_ops.base import Direction, Sample, Score, check_lengths
-from metric_ops.errors import BudgetExhausted
+from metric_ops.errors import BudgetExhausted, CallDeferred
 from metric_ops.judged.judging import JudgeCaller, active_cache, error_score_detail, resolve_judge
 from metric_ops.judged.replies import (
     JudgeParseError, JudgeReply, extract_json, parse_scale_score, probability_weighted_score, require_list,
@@ -313,7 +313,7 @@ class Jury(JudgedMetric):
                 r = rate(jcaller, self.templates["g_eval"], self.criterion, self.jury_steps, self.scale, sample, output,
                          salt=f"juror{i}")
                 entry.update(score=r["score"], raw_score=r["raw_score"], reasoning=r["reasoning"], weighting=r["weighting"])
-            except BudgetExhausted:  # not sent: the sample gets no score (JudgedMetric._safe_one)
+            except (BudgetExhausted, CallDeferred):  # not sent: the sample gets no score (JudgedMetric._safe_one)
                 raise
             except Exception as exc:  # noqa: BLE001 - a juror's failure is recorded, not fatal
                 entry.update(score=None, error=f"{type(exc).__name__}: {exc}", **error_score_detail(exc))

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from importlib import resources as _resources
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
-from metric_ops.errors import FacetlakeError
+from metric_ops.errors import CallDeferred, FacetlakeError
 from metric_ops.judged.replies import JudgeParseError, JudgeReply
 
 @runtime_checkable
@@ -291,6 +291,9 @@ class JudgeCaller:
             hit = self.cache.get(key)
             if hit is not None:
                 return hit, True
+            defer = getattr(self.judge, "defer", None)  # a judge whose endpoint is in batch mode queues the call
+            if defer is not None and defer(key, messages, purpose=self.purpose, sample_id=sample_id, decoding=self.decoding):
+                raise CallDeferred(f"judge call queued for a batch (sample {sample_id})")
             reply = self._call(messages, sample_id)
             self.cache.put(key, reply, {"judge": self.judge.identity, "purpose": self.purpose, "sample_id": sample_id})
         return reply, False

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from metric_ops.base import Sample
-from metric_ops.errors import BudgetExhausted
+from metric_ops.errors import BudgetExhausted, CallDeferred
 from metric_ops.judged.judging import JudgeCaller, PromptTemplate, error_score_detail
 from metric_ops.judged.replies import JudgeParseError, JudgeReply, extract_json
 
@@ -86,7 +86,7 @@ def judge_pair(caller: JudgeCaller, template: PromptTemplate, sample: Sample, mo
             firsts.append(choice)
             verdicts[order] = {"first": first, "second": second, "tie": "tie"}[choice]
             detail[f"reasoning_{order}"] = reasoning
-        except BudgetExhausted:  # not sent: the pair stays unjudged (the pairwise asset ends the run with the message)
+        except (BudgetExhausted, CallDeferred):  # not sent: the pair stays unjudged (the pairwise asset ends the run with the message)
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the pair
             verdicts[order] = None

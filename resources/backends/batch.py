@@ -34,7 +34,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from metric_ops.errors import BudgetExhausted, FacetlakeError
 from resources.backends import GenerationRequest, GenerationResult
@@ -51,11 +51,23 @@ class BatchPending(FacetlakeError, RuntimeError):
 
 
 @dataclass
-class Collected:
-    """One request's result: its sample id, prompt and :class:`GenerationResult`."""
+class BatchItem:
+    """One line of a batch file: ``custom_id`` (the ledger call id), ``key`` (what it answers:
+    a sample id for generations, a judge-cache key for judges), the sample and the request body."""
 
-    sample_id: str
-    prompt: str
+    custom_id: str
+    key: str
+    sample_id: str | None
+    body: dict[str, Any]
+
+
+@dataclass
+class Collected:
+    """One request's result: its key, sample id and :class:`GenerationResult` (``extra`` holds
+    ``token_logprobs`` when the reply has them)."""
+
+    key: str
+    sample_id: str | None
     result: GenerationResult
 
 
@@ -87,7 +99,7 @@ class BatchCalls:
 
     def open_batches(self) -> list[dict[str, Any]]:
         """The partition's batches not yet collected (latest state ``uploaded`` or ``submitted``),
-        with their ``requests`` (``[[custom_id, sample_id, prompt], ...]``)."""
+        with their ``requests`` (``[[custom_id, sample_id, key], ...]``)."""
         import polars as pl
 
         if not self.lake.exists(BATCH_TABLE):
@@ -108,25 +120,28 @@ class BatchCalls:
         return [{**r, "requests": json.loads(requests.get(r["input_file_id"], "[]"))} for r in latest.values() if r["state"] != DONE]
 
     # ------------------------------------------------------------------ submit
-    def _body(self, request: GenerationRequest, settings: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def item(self, key: str, sample_id: str | None, messages: list[dict[str, Any]], kwargs: Mapping[str, Any]) -> BatchItem:
+        """A request for the batch file: through the outbound gate without being sent
+        (:func:`resources.privacy.outbound.deferred_chat`: the ledger intent is committed now);
+        ``key`` names what it answers (a sample id, a judge-cache key)."""
         from resources.privacy import outbound
 
-        messages = request.messages or [{"role": "user", "content": request.prompt}]
-        ctx = outbound.CallContext(purpose=self.purpose, sample_id=request.sample.sample_id, model=self.backend.model)
+        ctx = outbound.CallContext(purpose=self.purpose, sample_id=sample_id, model=self.backend.model)
         sent, call_id = outbound.deferred_chat(self.backend.base_url, ctx, messages=messages)
-        body = {"model": self.backend.model, "messages": sent, **self.backend._request_kwargs(settings)}
-        return str(call_id or uuid.uuid4().hex), body
+        body = {"model": self.backend.model, "messages": sent, **{k: v for k, v in kwargs.items() if v is not None}}
+        return BatchItem(str(call_id or uuid.uuid4().hex), key, sample_id, body)
 
-    def submit(self, requests: Sequence[GenerationRequest], settings: Mapping[str, Any]) -> BudgetExhausted | None:
-        """Upload and submit one batch of ``requests`` (those the run's budget admits); returns
-        the budget's refusal when it stopped short (None otherwise)."""
+    def submit(self, items: Iterator[BatchItem]) -> BudgetExhausted | None:
+        """Upload and submit one batch of ``items`` (those the run's budget admits; an item is
+        prepared, its ledger intent written, only when it is admitted); returns the budget's
+        refusal when it stopped short (None otherwise)."""
         from resources.backends.endpoints import active_budget, batch_price, estimate_tokens, price_of, usd_estimate
 
         budget = active_budget()
         price = batch_price(price_of(self.backend.model))
         lines, index, refused = [], [], None
-        for request in requests:
-            custom_id, body = self._body(request, settings)
+        for item in items:
+            custom_id, body = item.custom_id, item.body
             if budget is not None:
                 texts = [str(m.get("content")) for m in body["messages"]]
                 try:
@@ -139,7 +154,7 @@ class BatchCalls:
                     break
                 budget.settle(held, sent=True, tokens=None, usd=None)
             lines.append(json.dumps({"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}, ensure_ascii=False))
-            index.append([custom_id, request.sample.sample_id, request.prompt])
+            index.append([custom_id, item.sample_id, item.key])
         if not lines:
             return refused
         client = self.backend.client()
@@ -188,17 +203,30 @@ class BatchCalls:
         text = self.backend.client().files.content(file_id).text
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
-    def run(self, requests: Sequence[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[Collected]:
-        """Resume the open batches, submit the requests they do not cover, wait, and yield each
-        result as its batch is collected. Raises :class:`BatchPending` (after yielding what
-        finished) when a batch is not done within ``batch_wait_s``, and the budget's
-        :class:`~metric_ops.errors.BudgetExhausted` after the admitted requests' results."""
+    def generations(self, requests: Sequence[GenerationRequest], settings: Mapping[str, Any]) -> Iterator[Collected]:
+        """:meth:`run` for generation requests (key: the sample id)."""
+        by_id = {r.sample.sample_id: r for r in requests}
+        kwargs = self.backend._request_kwargs(settings)
+
+        def make(key: str) -> BatchItem:
+            r = by_id[key]
+            return self.item(key, key, r.messages or [{"role": "user", "content": r.prompt}], kwargs)
+
+        return self.run(list(by_id), make)
+
+    def run(self, keys: Sequence[str], make: Callable[[str], BatchItem]) -> Iterator[Collected]:
+        """Resume the open batches, submit (``make(key)`` for each) the keys they do not cover,
+        wait, and yield each result as its batch is collected (``Collected.key``). Raises
+        :class:`BatchPending` (after yielding what finished) when a batch is not done within
+        ``batch_wait_s``, and the budget's :class:`~metric_ops.errors.BudgetExhausted` after
+        the admitted requests' results."""
         from resources.privacy.outbound import complete_deferred
 
-        wanted = {r.sample.sample_id for r in requests}
+        wanted = set(keys)
         open_rows = self.open_batches()
-        covered = {sid for row in open_rows for _, sid, _ in row["requests"]}
-        refused = self.submit([r for r in requests if r.sample.sample_id not in covered], settings) if wanted - covered else None
+        covered = {key for row in open_rows for _, _, key in row["requests"]}
+        todo = [k for k in dict.fromkeys(keys) if k not in covered]
+        refused = self.submit(make(k) for k in todo) if todo else None
         open_rows = self.open_batches()
         deadline = time.monotonic() + self.options.batch_wait_s
         pending = []
@@ -208,23 +236,23 @@ class BatchCalls:
             if batch.status not in FINISHED:
                 pending.append(f"{batch_id} ({batch.status}, {len(row['requests'])} requests)")
                 continue
-            by_call = {c: (sid, prompt) for c, sid, prompt in row["requests"]}
+            by_call = {c: (sid, key) for c, sid, key in row["requests"]}
             answered = set()
             for line in self._lines(batch.output_file_id) + self._lines(getattr(batch, "error_file_id", None)):
                 custom_id = line.get("custom_id")
                 if custom_id not in by_call:
                     continue
                 answered.add(custom_id)
-                sid, prompt = by_call[custom_id]
+                sid, key = by_call[custom_id]
                 result = _result(sid, line)
                 complete_deferred(custom_id, ok=result.status == "ok")
-                if sid in wanted:
-                    yield Collected(sid, prompt, result)
-            for custom_id, (sid, prompt) in by_call.items():
+                if key in wanted:
+                    yield Collected(key, sid, result)
+            for custom_id, (sid, key) in by_call.items():
                 if custom_id not in answered:
                     complete_deferred(custom_id, ok=False)
-                    if sid in wanted:
-                        yield Collected(sid, prompt, GenerationResult(
+                    if key in wanted:
+                        yield Collected(key, sid, GenerationResult(
                             sid, None, "error", f"the batch {batch_id} ended {batch.status} without a result for this request"))
             mark_batch(self.lake, list(by_call), batch_id)  # again: a run killed after the create never set it
             self._record(DONE, input_file_id=row["input_file_id"], batch_id=batch_id, status=batch.status,
@@ -250,8 +278,12 @@ def _result(sample_id: str, line: Mapping[str, Any]) -> GenerationResult:
     choice = (body.get("choices") or [{}])[0]
     usage = body.get("usage") or {}
     text = (choice.get("message") or {}).get("content") or ""
+    extra: dict[str, Any] = {"finish_reason": choice.get("finish_reason")}
+    content = (choice.get("logprobs") or {}).get("content")
+    if content:
+        extra["token_logprobs"] = content  # OpenAI's records: token, logprob, top_logprobs
     return GenerationResult(sample_id, text, "ok", tokens_in=usage.get("prompt_tokens"), tokens_out=usage.get("completion_tokens"),
-                            extra={"finish_reason": choice.get("finish_reason")})
+                            extra=extra)
 
 
 def mark_batch(lake: Any, call_ids: Sequence[str], batch_id: str) -> None:
@@ -272,4 +304,4 @@ def mark_batch(lake: Any, call_ids: Sequence[str], batch_id: str) -> None:
     with_retries(merge, table=LEDGER_TABLE, what="ledger batch id")
 
 
-__all__ = ["BATCH_TABLE", "BatchCalls", "BatchPending", "Collected", "mark_batch"]
+__all__ = ["BATCH_TABLE", "BatchCalls", "BatchItem", "BatchPending", "Collected", "mark_batch"]

@@ -29,6 +29,7 @@ import threading
 from typing import Any, Iterator, Mapping
 
 from metric_ops.base import Sample
+from metric_ops.errors import BudgetExhausted
 from metric_ops.judged.replies import JudgeReply, TokenLogprob
 from metric_ops.judged.judging import JudgeSpecError, install_judge_resolver, use_cache
 from resources.catalog import utcnow
@@ -102,6 +103,36 @@ class ApiJudge:
                 self._client = openai_client(self.base_url, key, max_retries=self.max_retries, timeout_s=self.timeout_s)
             return self._client
 
+    @property
+    def options(self) -> Any:
+        """The judge endpoint's options under the current run (resources/backends/endpoints.py)."""
+        from resources.backends.endpoints import endpoint_for
+
+        return endpoint_for(self.base_url).options
+
+    def defer(self, key: str, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None,
+              decoding: Mapping[str, Any]) -> bool:
+        """Queue the call for a Batch API file instead of sending it (True) when the judge's
+        endpoint is in ``runtime.mode: batch`` and a :func:`batch_judging` block is collecting;
+        a call whose batch request failed raises its error here (the sample's ``error``)."""
+        collector = _collector
+        if collector is None or self.options.mode != "batch":
+            return False
+        failed = collector.failed.get(key)
+        if failed is not None:
+            raise RuntimeError(failed)
+        if collector.refused is not None:  # not admitted to a batch by the run's budget: no score (JudgedMetric)
+            raise collector.refused
+        collector.add(self, key, messages, purpose, sample_id, decoding)
+        return True
+
+    def _kwargs(self, decoding: Mapping[str, Any]) -> dict[str, Any]:
+        kwargs = {k: v for k, v in decoding.items() if v is not None}
+        if not kwargs.get("logprobs"):
+            kwargs.pop("logprobs", None)
+            kwargs.pop("top_logprobs", None)
+        return kwargs
+
     def concurrency(self) -> int:
         """The judge endpoint's in-flight limit under the current run's runtime
         (``runtime.concurrency`` or ``runtime.endpoints[URL].concurrency``)."""
@@ -112,10 +143,7 @@ class ApiJudge:
     def complete(self, messages: list[dict[str, str]], *, purpose: str, sample_id: str | None = None, **decoding: Any) -> JudgeReply:
         from resources.privacy.outbound import CallContext, chat_completion
 
-        kwargs = {k: v for k, v in decoding.items() if v is not None}
-        if not kwargs.get("logprobs"):
-            kwargs.pop("logprobs", None)
-            kwargs.pop("top_logprobs", None)
+        kwargs = self._kwargs(decoding)
         response = chat_completion(self.client(), CallContext(purpose=purpose, sample_id=sample_id, model=self.model),
                                    messages=messages, model=self.model, **kwargs)
         choice = response.choices[0]
@@ -167,6 +195,83 @@ def judge_for(spec: str) -> Any:
 
 
 install_judge_resolver(judge_for)
+
+
+# --------------------------------------------------------------------------- judges through the Batch API
+MAX_BATCH_ROUNDS = 4  # G-Eval: its evaluation steps, then its ratings; a re-ask after an unreadable reply adds one
+
+
+class BatchJudging:
+    """The judge calls of one scores step that wait for Batch API files (judge endpoints in
+    ``runtime.mode: batch``): ``calls`` by judge-cache key, ``failed`` keys with the batch's
+    error. See :func:`batch_judging` and :meth:`settle`."""
+
+    def __init__(self, lake: LakeStore, fingerprint: str, model: str, run_id: str) -> None:
+        self.lake, self.fingerprint, self.model, self.run_id = lake, fingerprint, model, run_id
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.failed: dict[str, str] = {}
+        self.batch_ids: list[str] = []
+        self.pending: Any = None  # the BatchPending of the last send, when a batch was not back in time
+        self.refused: BudgetExhausted | None = None  # the run's budget stopped a batch short
+        self._lock = threading.Lock()
+
+    def add(self, judge: "ApiJudge", key: str, messages: list[dict[str, str]], purpose: str, sample_id: str | None,
+            decoding: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.calls[key] = {"judge": judge, "messages": messages, "purpose": purpose, "sample_id": sample_id,
+                               "decoding": dict(decoding)}
+
+    def send(self, cache: Any) -> Any:
+        """Submit the queued calls (one batch per judge endpoint and purpose, resuming open ones),
+        wait, and put each reply in ``cache`` under its key (a failed request goes to
+        ``failed``). Returns the :class:`~resources.backends.batch.BatchPending` of a batch not
+        finished in time (None when all came back)."""
+        from resources.backends.batch import BatchCalls, BatchPending
+
+        groups: dict[tuple[str, str], list[str]] = {}
+        with self._lock:
+            calls, self.calls = self.calls, {}
+        for key, call in calls.items():
+            groups.setdefault((call["judge"].identity, call["purpose"]), []).append(key)
+        pending = None
+        for (identity, purpose), keys in groups.items():
+            judge = calls[keys[0]]["judge"]
+            batch = BatchCalls(self.lake, judge, self.fingerprint, self.model, self.run_id, purpose=f"judge:{purpose}")
+
+            def make(key: str, batch: Any = batch) -> Any:
+                call = calls[key]
+                return batch.item(key, call["sample_id"], call["messages"], call["judge"]._kwargs(call["decoding"]))
+
+            try:
+                for got in batch.run(keys, make):
+                    if got.result.status == "ok":
+                        records = (got.result.extra or {}).get("token_logprobs")
+                        cache.put(got.key, JudgeReply(got.result.output or "", _logprobs_from_records(records)),
+                                  {"judge": identity, "purpose": purpose, "sample_id": got.sample_id})
+                    else:
+                        self.failed[got.key] = got.result.error or "batch request failed"
+            except BatchPending as exc:
+                pending = exc
+            except BudgetExhausted as exc:  # the admitted requests came back; the others are not sent
+                self.refused = exc
+            self.batch_ids.extend(batch.submitted + [b for b in batch.collected if b not in batch.submitted])
+        return pending
+
+
+_collector: BatchJudging | None = None
+
+
+@contextlib.contextmanager
+def batch_judging(lake: LakeStore, fingerprint: str, model: str, run_id: str) -> Iterator[BatchJudging]:
+    """Within the block, API judges whose endpoint is in batch mode queue their calls in the
+    yielded :class:`BatchJudging` instead of sending them (the scores asset)."""
+    global _collector
+    previous = _collector
+    _collector = BatchJudging(lake, fingerprint, model, run_id)
+    try:
+        yield _collector
+    finally:
+        _collector = previous
 
 
 # --------------------------------------------------------------------------- cache in the lake
