@@ -229,6 +229,7 @@ class LakeTables:
         """The ``DeltaTable`` of ``table`` for reading only (never write or merge through it):
         for a local table at its current version, one object per (table, commit) in this
         process, loaded once (tables are read many times between commits, ~1.3 ms a load)."""
+        _settle(self, table, version)
         log = self._local_log(table)
         latest = _latest_commit(log) if log is not None and version is None else None
         if latest is None:
@@ -298,6 +299,7 @@ class LakeTables:
         the process aborts (SIGABRT) or hangs after printing its result (issue 16)."""
         import pyarrow.fs as pa_fs
 
+        _settle(self, table, version)
         delta = self.delta(table, version)
         uri = self.uri(table)
         if "://" not in uri or uri.startswith("file://"):
@@ -341,6 +343,7 @@ class LakeTables:
         none (resources/lake/score_params.py). Local tables are read by polars
         (:meth:`native_scan`), others through the Arrow dataset; both give the same frame.
         """
+        _settle(self, table, version)
         if not self.exists(table):
             # (from_batches: Schema.empty_table() imports pandas)
             frame = pl.from_arrow(pa.Table.from_batches([], schema=SCHEMAS[table] if table in SCHEMAS else pa.schema([])))
@@ -392,3 +395,13 @@ class LakeTables:
             result = dataset.to_table(filter=expr, columns=wanted)
         frame = pl.from_arrow(result)
         return self._filled(table, frame, wanted) if fill else frame  # type: ignore[arg-type]
+
+
+def _settle(lake: Any, table: str, version: int | None) -> None:
+    """Before the current ``outbound_ledger`` is read: the intents still in write-ahead files
+    (this process's live writers, dead writers' files) are folded in first
+    (resources/privacy/ledger.py :func:`settle_for_readers`); every other read costs one compare."""
+    if table == "outbound_ledger" and version is None:
+        from resources.privacy.ledger import settle_for_readers
+
+        settle_for_readers(lake)

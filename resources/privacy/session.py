@@ -25,7 +25,7 @@ from metric_ops.identity import metric_params_json
 from metric_ops.scoring.rows import detail_json
 from resources.privacy import outbound
 from resources.privacy.keys import install_log_redaction
-from resources.privacy.ledger import DurableLedger
+from resources.privacy.ledger import DurableLedger, recover_intents
 from resources.privacy.outbound import model_anonymiser_call
 from resources.privacy.policy import PrivacyPolicy, resolve_policy
 
@@ -51,6 +51,7 @@ def outbound_session(
     Yields the effective :class:`PrivacyPolicy`; flushes the ledger on exit (also on error).
     """
     policy = resolve_policy(privacy, override)
+    recover_intents(lake)  # intents a killed run left in its write-ahead file reach the table first
     ledger = LedgerWriter(lake, run_id, fingerprint, model)
     install_log_redaction()
     with outbound.session(policy.anonymiser(model_call=model_anonymiser_call), ledger, policy.label if policy.active else None):
