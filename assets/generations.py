@@ -221,7 +221,7 @@ def generations(
         model=model, fingerprint=fingerprint, dataset=dataset,
         provenance={"model_spec": backend.spec, "model_identity": identity, "generation": spec.generation, "wall_s": wall,
                     "samples_version": lake.version("samples"), "performance": perf, "resume": resume,
-                    "adapter": spec.adapter, "spend": spend, "budget_group": budget_group(context), "calls_reused": len(plan.kept) + len(plan.reused),
+                    "adapter": spec.adapter, "spend": spend, "budget_group": budget_group(context), "calls_reused": (len(plan.kept) + len(plan.reused)) if live else 0,
                     **({"budget_stop": str(stopped)} if isinstance(stopped, BudgetExhausted) else {}),
                     **({"batches": {"submitted": batched.submitted, "collected": batched.collected}} if batched is not None else {})},
     )
@@ -249,7 +249,7 @@ def generations(
             "n_kept": len(plan.kept),
             "n_reused": len(plan.reused),
             "calls_sent": spend["calls"],
-            "calls_reused": len(plan.kept) + len(plan.reused),
+            "calls_reused": (len(plan.kept) + len(plan.reused)) if live else 0,
             "spend_tokens": spend["tokens"],
             "spend_usd": spend["usd"],
             **({"batch_ids": ", ".join(batched.submitted + [b for b in batched.collected if b not in batched.submitted]) or "none"}

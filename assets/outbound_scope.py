@@ -43,7 +43,10 @@ BUDGET_GROUP_TAG = "facetlake/budget_group"  # the runs one budget covers (one `
 def budget_group(context: dg.AssetExecutionContext) -> str:
     """The id of the evaluation run a budget covers: the ``facetlake/budget_group`` tag the
     CLI puts on every Dagster run of one command, else this Dagster run's id."""
-    tags = getattr(getattr(context, "dagster_run", None), "tags", None) or {}
+    try:
+        tags = context.dagster_run.tags or {}
+    except Exception:  # noqa: BLE001 - a directly invoked asset (build_asset_context) has no run
+        tags = {}
     return str(tags.get(BUDGET_GROUP_TAG) or context.run_id)
 
 

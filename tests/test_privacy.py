@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 import json
 import socket
 import warnings
 
 import openai
+import polars as pl
 import pytest
 
 from resources.privacy import outbound
@@ -240,3 +243,45 @@ def test_offline_guard_refuses_before_any_socket(monkeypatch, no_sockets):
         outbound.refuse_if_offline("metric", "g_eval", "external")
     outbound.refuse_if_offline("metric", "bleu", "local")  # local is fine
     assert no_sockets == []
+
+
+def test_write_ahead_intents_of_a_killed_writer_are_folded_by_the_next_reader(tmp_path):
+    """Issue 30: on a local lake an intent is durable once fsync'd to the writer's
+    write-ahead file. A live writer's file (held by its flock) is left alone by other
+    processes; once the writer is killed, the next read of the ledger folds its intents in
+    (every call it could have sent) and removes the file; reading again adds nothing."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    lake_dir = tmp_path / "lake"
+    script = (
+        "import datetime as dt, sys, time\n"
+        "from resources.lake.resource import LakeStore\n"
+        "from resources.privacy.session import LedgerWriter\n"
+        f"w = LedgerWriter(LakeStore(root={str(lake_dir)!r}), 'killed', 'f', 'm')\n"
+        "for i in range(3):\n"
+        "    w({'called_at': dt.datetime.now(dt.timezone.utc), 'host': 'h', 'text_sha256': str(i) * 64, 'sample_id': f's{i}'})\n"
+        "print('written', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        assert proc.stdout.readline().strip() == "written"
+        lake = LakeStore(root=str(lake_dir))
+        wal = list((lake_dir / "_outbound_wal").glob("*.jsonl"))
+        assert len(wal) == 1 and len(wal[0].read_text().splitlines()) == 3
+        assert lake.read("outbound_ledger").height == 0  # a live writer's intents are its own to fold
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.1)
+    ledger = lake.read("outbound_ledger")
+    assert sorted(ledger["sample_id"].to_list()) == ["s0", "s1", "s2"] and set(ledger["status"]) == {"intent"}
+    assert ledger["called_at"].dtype == pl.Datetime("us", "UTC") and set(ledger["run_id"]) == {"killed"}
+    assert not list((lake_dir / "_outbound_wal").glob("*.jsonl"))
+    assert lake.read("outbound_ledger").height == 3

@@ -143,8 +143,10 @@ def run_evaluation(
 def reuse_lines(result: dg.ExecuteInProcessResult, model: str) -> list[str]:
     """What a pair run reused, from its materialisations' metadata: the model's outputs
     (unchanged source and samples) and the metrics whose scores were computed from identical
-    inputs. One line each, for the CLI (the assets log them at INFO, below the console's level)."""
+    inputs, and how many model and judge calls it sent and reused. One line each, for the CLI
+    (the assets log them at INFO, below the console's level)."""
     lines = []
+    sent = [0, 0, 0.0]  # calls sent, calls reused, USD
     for event in result.get_asset_materialization_events():
         key = event.asset_key.to_user_string() if event.asset_key else ""
         meta = {k: getattr(v, "value", v) for k, v in event.materialization.metadata.items()}
@@ -152,6 +154,13 @@ def reuse_lines(result: dg.ExecuteInProcessResult, model: str) -> list[str]:
             lines.append(f"{model}: outputs unchanged since run {str(meta.get('reused_from_run', ''))[:8]} (same source and samples)")
         if key == "scores" and meta.get("reused") not in (None, "", "none"):
             lines.append(f"{model}: scores kept for {meta['reused']} (same inputs, same metric signature)")
+        if key in ("generations", "scores"):
+            sent[0] += int(meta.get("calls_sent") or 0)
+            sent[1] += int(meta.get("calls_reused") or 0)
+            sent[2] += float(meta.get("spend_usd") or 0.0)
+    if sent[0] or sent[1]:  # issue 30: what the run paid for and what it took from stored outputs and judge replies
+        lines.append(f"{model}: {sent[0]} model/judge call(s) sent" + (f" ({sent[2]:.4f} USD)" if sent[2] else "")
+                     + f", {sent[1]} reused (stored outputs and judge replies)")
     return lines
 
 

@@ -320,6 +320,9 @@ class IntentLog:
     def __init__(self, path: Path, fd: int) -> None:
         self.path, self.fd = path, fd
         self._lock = threading.Lock()
+        # a writer dropped without flush(): its file's lock is released when it is collected, so
+        # the next reader folds the file as a dead writer's (nothing is lost)
+        self._closer = weakref.finalize(self, os.close, fd)
 
     @classmethod
     def create(cls, folder: Path, run_id: str) -> "IntentLog":
@@ -347,7 +350,7 @@ class IntentLog:
         with self._lock:
             if remove:
                 os.unlink(self.path)
-            os.close(self.fd)
+            self._closer()  # closes the file (once), releasing its lock
 
 
 _LIVE: "weakref.WeakSet[DurableLedger]" = weakref.WeakSet()  # this process's writers with a write-ahead file
