@@ -179,6 +179,15 @@ def test_a_budget_of_n_calls_sends_exactly_n_and_the_rerun_sends_only_the_rest(l
     assert lake.read("generations")["sample_id"].n_unique() == 10
     assert lake.read("scores", where={"metric": "token_f1"}).height == 10
     assert _spend(lake, "generations")[-1]["calls"] == 6
+    # the report's overview lists each step's calls and spend, the budget stop included
+    from pipelines.report import build_html, load_report_data
+    from resources.catalog import evaluation_row
+
+    data = load_report_data(lake, evaluation_row(lake, "calls")["fingerprint"])
+    gen_rows = [r for r in data.spend if r["step"] == "generations"]
+    assert [r["calls sent"] for r in gen_rows] == [4, 6] and "budget reached" in gen_rows[0]["stopped"]
+    assert gen_rows[1]["calls reused"] == 4 and gen_rows[1]["stopped"] == "-"
+    assert "Calls and spend per run (10 calls sent, 4 reused)" in build_html(data)
 
 
 @pytest.mark.slow  # two judged runs and a forced rescore (~15 s)

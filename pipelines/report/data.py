@@ -52,6 +52,7 @@ class ReportData:
     versions: dict[str, int | None] = field(default_factory=dict)
     baseline: str | None = None
     agents: dict[str, Any] | None = None  # agent episodes (issue 17): pipelines/report/agents.py
+    spend: list[dict[str, Any]] = field(default_factory=list)  # calls and spend per run step (issue 30): spend_rows
 
 
 # ----------------------------------------------------------------------------- loading
@@ -216,7 +217,30 @@ def load_report_data(
         compare_differences={k: {kk: list(vv) for kk, vv in v.items()} for k, v in diffs.items()},
         versions={t: lake.version(t) for t in ("samples", "generations", "scores", "comparisons", "correlations", "token_logprobs", "runs")},
         baseline=getattr(spec, "baseline", None),
+        spend=spend_rows(lake, fp),
     )
+
+
+def spend_rows(lake: LakeTables, fingerprint: str) -> list[dict[str, Any]]:
+    """One row per ``generations`` / ``scores`` step of ``fingerprint`` that sent or reused
+    model or judge calls (``runs`` provenance ``spend``, ``calls_reused``, ``budget_stop``,
+    ``batches``), oldest first; empty when none did."""
+    runs = _read(lake, "runs", {"fingerprint": fingerprint})
+    out = []
+    if runs.height == 0:
+        return out
+    for r in runs.sort("finished_at").iter_rows(named=True):
+        prov = json.loads(r["provenance"] or "{}")
+        spend = prov.get("spend") or {}
+        if r["asset"] not in ("generations", "scores") or not (spend.get("calls") or prov.get("calls_reused")):
+            continue
+        batches = prov.get("batches") or {}
+        stop = prov.get("budget_stop") or ("waiting for a batch" if prov.get("waiting") else "")
+        out.append({"finished": str(r["finished_at"])[:19], "run": str(r["run_id"])[:8], "step": r["asset"], "model": r["model"],
+                    "calls sent": int(spend.get("calls") or 0), "calls reused": int(prov.get("calls_reused") or 0),
+                    "tokens": int(spend.get("tokens") or 0), "USD": round(float(spend.get("usd") or 0.0), 6),
+                    "batches": ", ".join(batches.get("submitted") or []) or "-", "stopped": stop or "-"})
+    return out
 
 
 def _with_columns(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:

@@ -48,7 +48,11 @@ def section_overview(d: ReportData) -> Section:
     for fp, diff in d.compare_differences.items():
         rows.append({"field": f"compared with {fp[:12]} (forced)",
                      "value": "; ".join(f"{k}: {v[0]} vs {v[1]}" for k, v in diff.items()) or "same inputs"})
-    return Section("overview", "Overview", True, html_table(rows, ["field", "value"], "kv"))
+    body = html_table(rows, ["field", "value"], "kv")
+    if d.spend:  # model and judge calls paid and reused per run step (issue 30)
+        body += (f"<details><summary>Calls and spend per run ({sum(r['calls sent'] for r in d.spend)} calls sent, "
+                 f"{sum(r['calls reused'] for r in d.spend)} reused)</summary>{html_table(d.spend)}</details>")
+    return Section("overview", "Overview", True, body)
 
 
 def _delta_ci(row: dict[str, Any]) -> str:
