@@ -21,7 +21,8 @@ from assets.partitions import EVALUATION_EDGE, pair_partitions
 from resources.prompting.adapters import AdapterError, make_adapter
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackends
 from resources.backends.batch import BatchCalls, BatchPending
-from resources.backends.endpoints import BudgetExhausted, batch_price, run_spend
+from metric_ops.errors import BudgetExhausted
+from resources.backends.endpoints import batch_price, run_spend
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.backends.planning import compact_partition, load_prices, performance, plan_generation, price_for
 from resources.lake.resource import LakeStore

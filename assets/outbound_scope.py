@@ -15,7 +15,8 @@ from typing import Any, Callable
 import dagster as dg
 
 from resources.catalog import evaluation_row
-from resources.backends.endpoints import Budget, call_session
+from resources.backends.budget import Budget
+from resources.backends.endpoints import call_session
 from resources.privacy.session import outbound_session
 
 

@@ -13,7 +13,8 @@ from metric_ops.base import Sample
 from metric_ops.errors import BudgetExhausted
 from resources.backends import GenerationRequest
 from resources.backends.api import APIBackend
-from resources.backends.endpoints import Budget, EndpointError, Pacer, call_session, endpoint_for, endpoint_options
+from resources.backends.budget import Budget, EndpointError
+from resources.backends.endpoints import Pacer, call_session, endpoint_for, endpoint_options
 from resources.lake.resource import LakeStore
 from support.scripted_llm import ScriptedLLM
 
@@ -307,3 +308,22 @@ def test_judges_in_batch_mode_send_their_calls_as_batches(llm, tmp_path, instanc
     assert judge_rows.height == 5 and judge_rows["batch_id"].null_count() == 0
     assert _run(_spec(llm.base_url, 4, BATCH_RUNTIME, judged=True, name="batch-judge"), lake, instance) is None
     assert len(llm.batches) == batches + 3 and llm.calls == 0  # the re-run sends nothing
+
+
+def test_spec_checks_runtime_options_and_keeps_budget_out_of_the_fingerprint(llm):
+    from resources.catalog.spec import SpecError
+
+    spec = _spec(llm.base_url, 3, {"concurrency": 2}).to_mapping()
+    with_budget = {**spec, "budget": {"usd": 5, "calls": 100}}
+    from resources.catalog.spec import EvaluationSpec
+
+    parsed = EvaluationSpec.from_mapping(with_budget)
+    assert parsed.runtime["budget"] == {"usd": 5.0, "calls": 100}
+    plain = EvaluationSpec.from_mapping({**spec, "runtime": {"concurrency": 64, "rpm": 500, "mode": "batch"}})
+    assert parsed.fingerprint_inputs("0" * 64) == plain.fingerprint_inputs("0" * 64)  # how a run spends, not what it makes
+    with pytest.raises(SpecError, match="rpm must be a positive number"):
+        EvaluationSpec.from_mapping({**spec, "runtime": {"rpm": 0}})
+    with pytest.raises(SpecError, match="budget is given twice"):
+        EvaluationSpec.from_mapping({**with_budget, "runtime": {"budget": {"calls": 1}}})
+    with pytest.raises(SpecError, match="unknown keys"):
+        EvaluationSpec.from_mapping({**spec, "budget": {"dollars": 1}})

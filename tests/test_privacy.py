@@ -271,7 +271,7 @@ def test_write_ahead_intents_of_a_killed_writer_are_folded_by_the_next_reader(tm
     try:
         assert proc.stdout.readline().strip() == "written"
         lake = LakeStore(root=str(lake_dir))
-        wal = list((lake_dir / "_outbound_wal").glob("*.jsonl"))
+        wal = list((lake_dir / "_wal" / "outbound_ledger").glob("*.jsonl"))
         assert len(wal) == 1 and len(wal[0].read_text().splitlines()) == 3
         assert lake.read("outbound_ledger").height == 0  # a live writer's intents are its own to fold
         proc.send_signal(signal.SIGKILL)
@@ -283,5 +283,5 @@ def test_write_ahead_intents_of_a_killed_writer_are_folded_by_the_next_reader(tm
     ledger = lake.read("outbound_ledger")
     assert sorted(ledger["sample_id"].to_list()) == ["s0", "s1", "s2"] and set(ledger["status"]) == {"intent"}
     assert ledger["called_at"].dtype == pl.Datetime("us", "UTC") and set(ledger["run_id"]) == {"killed"}
-    assert not list((lake_dir / "_outbound_wal").glob("*.jsonl"))
+    assert not list((lake_dir / "_wal" / "outbound_ledger").glob("*.jsonl"))
     assert lake.read("outbound_ledger").height == 3

@@ -58,7 +58,7 @@ def spec_for_run(config: Path, offline: bool = False, anonymise: Optional[str] =
                 spec.metrics = profile_metrics(profile, spec.metrics, spec.metric_params, where="--profile")
                 spec.profile = profile
             if budget is not None:
-                from resources.backends.endpoints import Budget, EndpointError
+                from resources.backends.budget import Budget, EndpointError
 
                 try:
                     parsed = Budget.parse(budget, "--budget")

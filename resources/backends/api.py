@@ -39,7 +39,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import urlparse
 
 from resources.privacy import outbound
-from resources.backends.endpoints import BudgetExhausted
+from metric_ops.errors import BudgetExhausted
 from resources.backends import BackendError, GenerationRequest, GenerationResult, ModelBackend, ModelSpecError
 from resources.backends.logprobs import make_records
 

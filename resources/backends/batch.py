@@ -293,9 +293,9 @@ def mark_batch(lake: Any, call_ids: Sequence[str], batch_id: str) -> None:
     from resources.lake.commit import with_retries
     from resources.privacy.ledger import LEDGER_TABLE
 
-    from resources.privacy.ledger import settle_for_readers
+    from resources.lake.wal import settle
 
-    settle_for_readers(lake)  # the requests' intents may still be in this process's write-ahead file
+    settle(lake, LEDGER_TABLE)  # the requests' intents may still be in this process's write-ahead file
     if not call_ids or not lake.exists(LEDGER_TABLE):
         return
     source = pa.table({"call_id": pa.array(list(call_ids), pa.string()), "batch_id": pa.array([batch_id] * len(call_ids), pa.string())})

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from metric_ops.errors import BudgetExhausted, FacetlakeError
+from resources.backends.budget import Budget, EndpointError, positive
 
 # in-flight calls per endpoint unless runtime.concurrency says otherwise: the knee of the
 # measured curve (benchmarks/bench_calls.py, docs/backends.md "Throughput")
@@ -51,10 +51,6 @@ CHARS_PER_TOKEN = 4.0  # the estimate before the call (OpenAI's rule of thumb); 
 DEFAULT_MAX_TOKENS = 256  # a call that names no max_tokens is estimated with this many output tokens
 ENDPOINT_KEYS = ("concurrency", "rpm", "tpm", "mode", "max_retries", "timeout_s", "poll_s", "batch_wait_s")
 MODES = ("live", "batch")
-
-
-class EndpointError(FacetlakeError, ValueError):
-    """Endpoint options that cannot be used (the message names the key and a right value)."""
 
 
 # --------------------------------------------------------------------------- options
@@ -76,18 +72,6 @@ class EndpointOptions:
     timeout_s: float = 60.0
     poll_s: float = 5.0
     batch_wait_s: float = 600.0
-
-
-def _positive(value: Any, key: str, where: str, integer: bool = False) -> float | int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value) if integer else float(value)
-    except (TypeError, ValueError):
-        raise EndpointError(f"{where}: {key} must be a positive number, got {value!r}") from None
-    if not number > 0 or (isinstance(number, float) and not math.isfinite(number)):
-        raise EndpointError(f"{where}: {key} must be a positive number, got {value!r}")
-    return number
 
 
 def endpoint_options(runtime: Mapping[str, Any] | None, base_url: str | None = None) -> EndpointOptions:
@@ -115,12 +99,34 @@ def endpoint_options(runtime: Mapping[str, Any] | None, base_url: str | None = N
     if mode not in MODES:
         raise EndpointError(f"{where}: mode must be one of {MODES}, got {mode!r}")
     return EndpointOptions(
-        concurrency=int(_positive(merged.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", where, integer=True) or DEFAULT_CONCURRENCY),
-        rpm=_positive(merged.get("rpm"), "rpm", where), tpm=_positive(merged.get("tpm"), "tpm", where), mode=mode,
+        concurrency=int(positive(merged.get("concurrency", DEFAULT_CONCURRENCY), "concurrency", where, integer=True) or DEFAULT_CONCURRENCY),
+        rpm=positive(merged.get("rpm"), "rpm", where), tpm=positive(merged.get("tpm"), "tpm", where), mode=mode,
         max_retries=int(merged.get("max_retries", 4)), timeout_s=float(merged.get("timeout_s", 60.0)),
-        poll_s=float(_positive(merged.get("poll_s", 5.0), "poll_s", where) or 5.0),
-        batch_wait_s=float(_positive(merged.get("batch_wait_s", 600.0), "batch_wait_s", where) or 600.0),
+        poll_s=float(positive(merged.get("poll_s", 5.0), "poll_s", where) or 5.0),
+        batch_wait_s=float(positive(merged.get("batch_wait_s", 600.0), "batch_wait_s", where) or 600.0),
     )
+
+
+def checked_runtime(runtime: dict[str, Any], budget: Any = None, where: str = "runtime",
+                    error: type[Exception] = EndpointError) -> dict[str, Any]:
+    """``runtime`` with its endpoint options checked (:func:`endpoint_options`, every
+    ``endpoints`` entry too) and its budget (``runtime.budget``, or ``budget`` from the spec's
+    top level) normalised to its limits. Raises ``error`` (default :class:`EndpointError`; the
+    spec parser passes its ``SpecError``) naming the problem."""
+    try:
+        if budget is not None:
+            if runtime.get("budget") is not None:
+                raise EndpointError(f"{where}: budget is given twice (top level and runtime.budget); keep one")
+            runtime["budget"] = budget
+        endpoint_options(runtime)
+        for url in runtime.get("endpoints") or {}:
+            endpoint_options(runtime, str(url))
+        parsed = Budget.parse(runtime.get("budget"), f"{where}: budget")
+    except EndpointError as exc:
+        raise error(str(exc)) from None
+    if parsed is not None:
+        runtime["budget"] = parsed.limits()
+    return runtime
 
 
 def estimate_tokens(texts: list[str], max_tokens: Any = None) -> int:
@@ -128,112 +134,6 @@ def estimate_tokens(texts: list[str], max_tokens: Any = None) -> int:
     the texts sent plus ``max_tokens`` (:data:`DEFAULT_MAX_TOKENS` when unset)."""
     out = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
     return int(math.ceil(sum(len(t) for t in texts) / CHARS_PER_TOKEN)) + max(0, out)
-
-
-# --------------------------------------------------------------------------- budget
-@dataclass
-class Budget:
-    """Hard limits on one evaluation run's calls: ``usd``, ``tokens`` (in + out), ``calls``
-    (None: no limit). Thread-safe. :meth:`reserve` before a call (raises
-    :class:`BudgetExhausted` when the call's estimate would pass a limit: the call is then not
-    sent), :meth:`settle` after it with the reply's true usage. ``spent_before`` carries what
-    earlier steps of the same run spent (a run's pairs are separate steps)."""
-
-    usd: float | None = None
-    tokens: int | None = None
-    calls: int | None = None
-    spent_calls: int = 0
-    spent_tokens: int = 0
-    spent_usd: float = 0.0
-    prior_calls: int = 0
-    prior_tokens: int = 0
-    prior_usd: float = 0.0
-    refused: int = 0
-    _held_calls: int = 0
-    _held_tokens: int = 0
-    _held_usd: float = 0.0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @classmethod
-    def parse(cls, value: Any, where: str = "budget") -> "Budget | None":
-        """A budget from a spec mapping ``{usd: 5.0, tokens: 2000000, calls: 10000}`` or a flag
-        string ``usd=5,tokens=2e6,calls=10000``; None for an empty one. Raises
-        :class:`EndpointError` naming a bad key or value."""
-        if value in (None, "", {}):
-            return None
-        if isinstance(value, str):
-            pairs = {}
-            for part in value.split(","):
-                key, sep, number = part.partition("=")
-                if not sep:
-                    raise EndpointError(f"{where}: {part!r} is not KEY=VALUE; write e.g. --budget usd=5,tokens=2000000,calls=10000")
-                pairs[key.strip()] = number.strip()
-            value = pairs
-        if not isinstance(value, Mapping):
-            raise EndpointError(f"{where}: expected a mapping such as {{usd: 5.0, tokens: 2000000, calls: 10000}}")
-        unknown = set(value) - {"usd", "tokens", "calls"}
-        if unknown:
-            raise EndpointError(f"{where}: unknown keys {sorted(unknown)}; a budget has usd, tokens and calls")
-        usd = _positive(value.get("usd"), "usd", where)
-        tokens = _positive(value.get("tokens"), "tokens", where)
-        calls = _positive(value.get("calls"), "calls", where)
-        for key, number in (("tokens", tokens), ("calls", calls)):
-            if number is not None and float(number) != int(float(number)):
-                raise EndpointError(f"{where}: {key} must be a whole number, got {value.get(key)!r}")
-        return cls(usd=usd, tokens=None if tokens is None else int(tokens), calls=None if calls is None else int(calls))
-
-    def limits(self) -> dict[str, Any]:
-        """The limits set (``{"calls": 10}`` ...)."""
-        return {k: v for k, v in (("usd", self.usd), ("tokens", self.tokens), ("calls", self.calls)) if v is not None}
-
-    def spent(self) -> dict[str, Any]:
-        """What this step has spent: ``{"calls", "tokens", "usd"}`` (usd rounded to 1e-6)."""
-        with self._lock:
-            return {"calls": self.spent_calls, "tokens": self.spent_tokens, "usd": round(self.spent_usd, 6)}
-
-    def add_prior(self, calls: int = 0, tokens: int = 0, usd: float = 0.0) -> None:
-        """Count what earlier steps of the same run spent (they count against the limits)."""
-        with self._lock:
-            self.prior_calls += int(calls)
-            self.prior_tokens += int(tokens)
-            self.prior_usd += float(usd)
-
-    def reserve(self, tokens: int, usd: float | None) -> tuple[int, float]:
-        """Hold one call with its estimate; raises :class:`BudgetExhausted` (nothing held) when
-        it does not fit. ``usd`` None: the call's price is unknown (a usd limit then refuses)."""
-        with self._lock:
-            over = None
-            calls, spent_tokens, spent_usd = self.prior_calls + self.spent_calls, self.prior_tokens + self.spent_tokens, self.prior_usd + self.spent_usd
-            if self.calls is not None and calls + self._held_calls + 1 > self.calls:
-                over = f"calls: {calls + self._held_calls} of {self.calls} sent"
-            elif self.tokens is not None and spent_tokens + self._held_tokens + tokens > self.tokens:
-                over = (f"tokens: {spent_tokens:,} of {self.tokens:,} spent and {self._held_tokens:,} held by calls in flight, "
-                        f"the next call needs about {tokens:,}")
-            elif self.usd is not None:
-                if usd is None:
-                    over = "usd: the call's model has no price (runtime.prices), so a usd budget cannot admit it"
-                elif spent_usd + self._held_usd + usd > self.usd:
-                    over = f"usd: {spent_usd:.4f} of {self.usd:.4f} spent, the next call costs about {usd:.4f}"
-            if over is not None:
-                self.refused += 1
-                raise BudgetExhausted(f"budget reached ({over})", {"calls": calls, "tokens": spent_tokens, "usd": round(spent_usd, 6)},
-                                      self.limits())
-            self._held_calls += 1
-            self._held_tokens += tokens
-            self._held_usd += usd or 0.0
-            return tokens, usd or 0.0
-
-    def settle(self, held: tuple[int, float], sent: bool, tokens: int | None, usd: float | None) -> None:
-        """Replace a reservation by what the call spent: a sent call counts (also a failed one),
-        with the reply's tokens and cost when known, else its estimate's."""
-        with self._lock:
-            self._held_calls -= 1
-            self._held_tokens -= held[0]
-            self._held_usd -= held[1]
-            if sent:
-                self.spent_calls += 1
-                self.spent_tokens += held[0] if tokens is None else int(tokens)
-                self.spent_usd += held[1] if usd is None else float(usd)
 
 
 # --------------------------------------------------------------------------- pacing
@@ -511,6 +411,6 @@ def openai_client(base_url: str, api_key: str, *, runtime: Mapping[str, Any] | N
                          timeout=options.timeout_s if timeout_s is None else timeout_s)
 
 
-__all__ = ["Budget", "BudgetExhausted", "CallSession", "DEFAULT_CONCURRENCY", "Endpoint", "EndpointError", "EndpointOptions",
+__all__ = ["CallSession", "checked_runtime", "DEFAULT_CONCURRENCY", "Endpoint", "EndpointError", "EndpointOptions",
            "Pacer", "Ticket", "active_budget", "active_runtime", "batch_price", "call_session", "endpoint_for", "endpoint_options",
            "estimate_tokens", "openai_client", "price_of", "retry_after_seconds", "run_spend", "usd_estimate"]

@@ -421,32 +421,13 @@ def refuse_spec_secrets(data: Any, where: str) -> None:
 
 
 def _checked_runtime(value: Any, where: str, budget: Any = None) -> dict[str, Any]:
-    """The ``runtime`` mapping (secrets are refused for the whole spec by
-    :func:`refuse_spec_secrets`; keys come from the environment: name the variable with
-    ``api_key_env``). Its endpoint options (concurrency, rpm, tpm, mode, endpoints) are checked
-    (resources/backends/endpoints.py), and a top-level ``budget:`` is kept as
-    ``runtime.budget``: how a run may spend, not what it produces, so not in the fingerprint."""
-    if value is None:
-        value = {}
-    if not isinstance(value, Mapping):
-        raise SpecError(f"{where}: runtime must be a mapping, e.g. {{batch_size: 8, concurrency: 4}}")
-    runtime = dict(value)
-    if budget is not None:
-        if runtime.get("budget") is not None:
-            raise SpecError(f"{where}: budget is given twice (top level and runtime.budget); keep one")
-        runtime["budget"] = budget
-    from resources.backends.endpoints import Budget, EndpointError, endpoint_options
+    """The ``runtime`` mapping, endpoint options and budget checked (resources/backends/endpoints.py
+    ``checked_runtime``; a top-level ``budget:`` is kept as ``runtime.budget``, out of the fingerprint)."""
+    from resources.backends.endpoints import checked_runtime
 
-    try:
-        endpoint_options(runtime)
-        for url in runtime.get("endpoints") or {}:
-            endpoint_options(runtime, str(url))
-        parsed = Budget.parse(runtime.get("budget"), f"{where}: budget")
-    except EndpointError as exc:
-        raise SpecError(str(exc)) from None
-    if parsed is not None:
-        runtime["budget"] = parsed.limits()
-    return runtime
+    if value is not None and not isinstance(value, Mapping):
+        raise SpecError(f"{where}: runtime must be a mapping, e.g. {{batch_size: 8, concurrency: 4}}")
+    return checked_runtime(dict(value or {}), budget, where, error=SpecError)
 
 
 @dataclass

@@ -295,23 +295,10 @@ SCHEMAS: dict[str, pa.Schema] = {
     # Batch API submissions (issue 30, resources/backends/batch.py): one row per state change of a
     # batch (uploaded -> submitted -> done); the latest row per input file is its state
     "call_batches": pa.schema(
-        [
-            ("input_file_id", pa.string()),
-            ("state", pa.string()),
-            ("batch_id", pa.string()),
-            ("base_url", pa.string()),
-            ("api_model", pa.string()),
-            ("purpose", pa.string()),
-            ("fingerprint", pa.string()),
-            ("model", pa.string()),
-            ("run_id", pa.string()),
-            ("requests", pa.string()),
-            ("n_requests", pa.int64()),
-            ("status", pa.string()),
-            ("output_file_id", pa.string()),
-            ("error_file_id", pa.string()),
-            ("created_at", _TS),
-        ]
+        [(c, pa.string()) for c in ("input_file_id", "state", "batch_id", "base_url", "api_model", "purpose", "fingerprint", "model",
+                                    "run_id", "requests")]
+        + [("n_requests", pa.int64()), ("status", pa.string()), ("output_file_id", pa.string()), ("error_file_id", pa.string()),
+           ("created_at", _TS)]
     ),
     # agent episodes (issue 17): one row per (task, trial) per model x fingerprint partition
     "episodes": pa.schema(

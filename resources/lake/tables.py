@@ -398,10 +398,10 @@ class LakeTables:
 
 
 def _settle(lake: Any, table: str, version: int | None) -> None:
-    """Before the current ``outbound_ledger`` is read: the intents still in write-ahead files
-    (this process's live writers, dead writers' files) are folded in first
-    (resources/privacy/ledger.py :func:`settle_for_readers`); every other read costs one compare."""
-    if table == "outbound_ledger" and version is None:
-        from resources.privacy.ledger import settle_for_readers
+    """Before the current version of ``table`` is read: rows still in write-ahead files (this
+    process's live writers, dead writers' files) are folded in first (resources/lake/wal.py;
+    the outbound ledger's intents); a table without such files costs one directory check."""
+    if version is None:
+        from resources.lake.wal import settle
 
-        settle_for_readers(lake)
+        settle(lake, table)

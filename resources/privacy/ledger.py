@@ -12,7 +12,7 @@ Batching without losing correctness (group commit): a caller's intent row joins 
 pending group; one caller (the leader) makes the whole group durable in one write while the
 others wait for it; nobody sends before the write holding its row returns. On a local lake
 that write is one ``fsync``'d append to the writer's write-ahead file (:class:`IntentLog`,
-``<lake>/_outbound_wal/``), and a background thread folds the file's rows into the Delta
+``<lake>/_wal/outbound_ledger/``, resources/lake/wal.py), and a background thread folds the file's rows into the Delta
 table every :data:`FOLD_EVERY` intents and when the session ends (then the file is removed):
 a Delta commit per group cost 15-30 ms of CPU and grew with the table's files, a third of
 the wall time of a judged run at 32 calls in flight (issue 30, ``benchmarks/bench_calls.py``).
@@ -23,7 +23,7 @@ not needed for the guarantee, so they are buffered and merged by the background 
 which is the truthful state).
 
 After a crash the killed writer's file is folded by the next reader or writer of the ledger
-(:func:`recover_intents`, from :meth:`LakeStore.read` of the table, the outbound session's
+(resources/lake/wal.py, from :meth:`LakeStore.read` of the table, the outbound session's
 start and :func:`reconcile_intents`): a file whose ``flock`` is free belongs to a dead
 process. ``FACETLAKE_LEDGER_WAL=0`` turns the file off (a Delta commit per group).
 ``benchmarks/bench_reliability.py`` and ``benchmarks/bench_calls.py`` measure the cost per call.
@@ -44,15 +44,13 @@ Rows never hold the text sent or a key: hashes, counts and identifiers only.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
-import os
 import threading
 import uuid
-import weakref
-from pathlib import Path
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping
+
+from resources.lake.wal import IntentLog, forget_live, recover, register_live, wal_folder
 
 LEDGER_TABLE = "outbound_ledger"
 INTENT, COMPLETED, FAILED = "intent", "completed", "failed"
@@ -91,7 +89,8 @@ class DurableLedger:
         self._done: list[dict[str, Any]] = []
         self._table: Any = None  # loaded after the first append (which brings an older table up to the contract)
         self._table_commits = 0
-        self._wal_dir = wal_folder(lake)
+        self._wal_dir = wal_folder(lake, LEDGER_TABLE)
+        self.wal_table = LEDGER_TABLE  # for resources.lake.wal.settle: readers of the table fold this writer's file
         self._wal: IntentLog | None = None
         self.fold_every = FOLD_EVERY
         self._unfolded: list[dict[str, Any]] = []  # intents in the write-ahead file, not yet in the table
@@ -171,7 +170,7 @@ class DurableLedger:
         with self._state_lock:
             if self._wal is None:
                 self._wal = IntentLog.create(self._wal_dir, self.run_id)
-                _LIVE.add(self)
+                register_live(self)
         fault_point(f"commit.before:{LEDGER_TABLE}")  # the write-ahead file is the intent's commit
         self._wal.write(group)
         fault_point(f"commit.after:{LEDGER_TABLE}")
@@ -279,138 +278,9 @@ class DurableLedger:
             worker, self._worker = self._worker, None
         if wal is not None:
             wal.close(remove=True)
-            _LIVE.discard(self)
+            forget_live(self)
         if worker is not None:
             worker.shutdown(wait=True)
-
-
-# --------------------------------------------------------------------------- the write-ahead file
-WAL_FOLDER = "_outbound_wal"  # beside the tables of a local lake (no _delta_log: not a table)
-
-
-def wal_folder(lake: Any) -> Path | None:
-    """The write-ahead folder of a local lake (None for a remote one, or when
-    ``FACETLAKE_LEDGER_WAL=0`` asks for Delta commits per intent group)."""
-    root = str(lake.root)
-    if os.environ.get("FACETLAKE_LEDGER_WAL", "1").lower() in ("0", "false", "no"):
-        return None
-    if "://" in root and not root.startswith("file://"):
-        return None
-    return Path(root.removeprefix("file://")).expanduser() / WAL_FOLDER
-
-
-def _encode(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in row.items()}
-
-
-def _decode(row: dict[str, Any]) -> dict[str, Any]:
-    for key in ("called_at", "completed_at"):
-        if isinstance(row.get(key), str):
-            row[key] = dt.datetime.fromisoformat(row[key])
-    return row
-
-
-class IntentLog:
-    """One ledger writer's write-ahead file: JSON lines of intent rows, each group written
-    with one ``os.write`` and made durable with ``os.fsync`` before the calls are sent. The
-    writer holds an exclusive ``flock`` on it for its life, so :func:`recover_intents` can tell
-    a dead writer's file (lock free) from a live one's. Created under a temporary name, locked,
-    then renamed, so no reader ever sees it unlocked."""
-
-    def __init__(self, path: Path, fd: int) -> None:
-        self.path, self.fd = path, fd
-        self._lock = threading.Lock()
-        # a writer dropped without flush(): its file's lock is released when it is collected, so
-        # the next reader folds the file as a dead writer's (nothing is lost)
-        self._closer = weakref.finalize(self, os.close, fd)
-
-    @classmethod
-    def create(cls, folder: Path, run_id: str) -> "IntentLog":
-        folder.mkdir(parents=True, exist_ok=True)
-        name = f"{''.join(c for c in run_id if c.isalnum())[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = folder / f"{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        path = folder / f"{name}.jsonl"
-        os.rename(tmp, path)
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # the file's name is durable too
-        finally:
-            os.close(dir_fd)
-        return cls(path, fd)
-
-    def write(self, rows: list[dict[str, Any]]) -> None:
-        data = "".join(json.dumps(_encode(r), sort_keys=True) + "\n" for r in rows).encode("utf-8")
-        with self._lock:
-            os.write(self.fd, data)
-            os.fsync(self.fd)
-
-    def close(self, remove: bool) -> None:
-        with self._lock:
-            if remove:
-                os.unlink(self.path)
-            self._closer()  # closes the file (once), releasing its lock
-
-
-_LIVE: "weakref.WeakSet[DurableLedger]" = weakref.WeakSet()  # this process's writers with a write-ahead file
-
-
-def recover_intents(lake: Any) -> int:
-    """Fold into the ledger table every write-ahead file whose writer is gone (a killed
-    process: its lock is free) and remove the file; rows already folded are not doubled (a
-    MERGE keyed by ``call_id``). A trailing line cut short by the kill is skipped: its write
-    never returned, so its calls were not sent. Returns the rows read."""
-    folder = wal_folder(lake)
-    if folder is None or not folder.is_dir():
-        return 0
-    n = 0
-    for path in sorted(folder.glob("*.jsonl")):
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live writer's
-            rows = []
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    rows.append(_decode(json.loads(line)))
-                except ValueError:
-                    continue
-            if rows:
-                lake.append(LEDGER_TABLE, rows)  # keyed by call_id (resources/lake/commit.py KEYS)
-            path.unlink(missing_ok=True)
-            n += len(rows)
-        finally:
-            os.close(fd)
-    for stale in folder.glob("*.tmp"):  # a writer killed between create and rename held nothing yet
-        try:
-            fd = os.open(stale, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            stale.unlink(missing_ok=True)
-        except BlockingIOError:
-            pass
-        finally:
-            os.close(fd)
-    return n
-
-
-def settle_for_readers(lake: Any) -> None:
-    """Before the ledger table is read: fold this process's live writers' intents on the same
-    lake, and any dead writer's file (:func:`recover_intents`), so a reader sees every call
-    made by this process or by a process that has ended."""
-    root = str(lake.root)
-    for writer in list(_LIVE):
-        if str(writer.lake.root) == root:
-            writer.sync()
-    recover_intents(lake)
 
 
 def mark_completed(lake: Any, updates: list[Mapping[str, Any]], only_intent: bool = False) -> None:
@@ -445,7 +315,7 @@ def reconcile_intents(lake: Any, fingerprint: str, model: str) -> dict[str, int]
     :func:`mark_completed`)."""
     import polars as pl
 
-    recover_intents(lake)  # a killed run's write-ahead file first: its intents are what is settled here
+    recover(lake, LEDGER_TABLE)  # a killed run's write-ahead file first: its intents are what is settled here
     if not lake.exists(LEDGER_TABLE):
         return {}
     open_rows = (lake.read(LEDGER_TABLE, where={"fingerprint": fingerprint, "model": model},
@@ -474,4 +344,10 @@ def reconcile_intents(lake: Any, fingerprint: str, model: str) -> dict[str, int]
 
 
 __all__ = ["ABANDONED", "COMPLETED", "DurableLedger", "FAILED", "GENERATION_PURPOSE", "INTENT", "LEDGER_TABLE",
-           "mark_completed", "reconcile_intents", "recover_intents", "settle_for_readers"]
+           "mark_completed", "reconcile_intents", "recover_intents"]
+
+
+def recover_intents(lake: Any) -> int:
+    """Fold dead writers' write-ahead files into the ledger table (resources/lake/wal.py
+    :func:`~resources.lake.wal.recover`); returns the rows read."""
+    return recover(lake, LEDGER_TABLE)
