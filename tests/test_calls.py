@@ -306,6 +306,7 @@ def test_judges_in_batch_mode_send_their_calls_as_batches(llm, tmp_path, instanc
     assert batched["value"].to_list() == live["value"].to_list() and set(batched["status"]) == {"scored"}
     judge_rows = lake.read("outbound_ledger").filter(~lake.read("outbound_ledger")["purpose"].is_in(["generation"]))
     assert judge_rows.height == 5 and judge_rows["batch_id"].null_count() == 0
+    assert set(judge_rows["purpose"]) == {"g_eval"}  # as a live judge call of the metric writes it
     assert _run(_spec(llm.base_url, 4, BATCH_RUNTIME, judged=True, name="batch-judge"), lake, instance) is None
     assert len(llm.batches) == batches + 3 and llm.calls == 0  # the re-run sends nothing
 

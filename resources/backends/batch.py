@@ -82,9 +82,11 @@ class BatchCalls:
     ``backend``: the partition's :class:`~resources.backends.api.APIBackend` (its client,
     model, base URL and options)."""
 
-    def __init__(self, lake: Any, backend: Any, fingerprint: str, model: str, run_id: str, purpose: str = "generation") -> None:
+    def __init__(self, lake: Any, backend: Any, fingerprint: str, model: str, run_id: str, purpose: str = "generation",
+                 ledger_purpose: str | None = None) -> None:
         self.lake, self.backend = lake, backend
         self.fingerprint, self.model, self.run_id, self.purpose = fingerprint, model, run_id, purpose
+        self.ledger_purpose = ledger_purpose or purpose  # the ledger rows' purpose, as a live call of the same kind writes it
         self.options = backend.options
         self.submitted: list[str] = []  # batch ids this run created
         self.collected: list[str] = []  # batch ids this run collected
@@ -126,7 +128,7 @@ class BatchCalls:
         ``key`` names what it answers (a sample id, a judge-cache key)."""
         from resources.privacy import outbound
 
-        ctx = outbound.CallContext(purpose=self.purpose, sample_id=sample_id, model=self.backend.model)
+        ctx = outbound.CallContext(purpose=self.ledger_purpose, sample_id=sample_id, model=self.backend.model)
         sent, call_id = outbound.deferred_chat(self.backend.base_url, ctx, messages=messages)
         body = {"model": self.backend.model, "messages": sent, **{k: v for k, v in kwargs.items() if v is not None}}
         return BatchItem(str(call_id or uuid.uuid4().hex), key, sample_id, body)

@@ -236,7 +236,8 @@ class BatchJudging:
         pending = None
         for (identity, purpose), keys in groups.items():
             judge = calls[keys[0]]["judge"]
-            batch = BatchCalls(self.lake, judge, self.fingerprint, self.model, self.run_id, purpose=f"judge:{purpose}")
+            batch = BatchCalls(self.lake, judge, self.fingerprint, self.model, self.run_id, purpose=f"judge:{purpose}",
+                               ledger_purpose=purpose)
 
             def make(key: str, batch: Any = batch) -> Any:
                 call = calls[key]
