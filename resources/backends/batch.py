@@ -134,9 +134,9 @@ class BatchCalls:
         return BatchItem(str(call_id or uuid.uuid4().hex), key, sample_id, body)
 
     def submit(self, items: Iterator[BatchItem]) -> BudgetExhausted | None:
-        """Upload and submit one batch of ``items`` (those the run's budget admits; an item is
-        prepared, its ledger intent written, only when it is admitted); returns the budget's
-        refusal when it stopped short (None otherwise)."""
+        """Upload and submit one batch of ``items`` (drawn one at a time: the first one the run's
+        budget refuses, its ledger intent already written, is marked failed and never sent, and no
+        later one is drawn); returns the budget's refusal when it stopped short (None otherwise)."""
         from resources.backends.endpoints import active_budget, batch_price, estimate_tokens, price_of, usd_estimate
 
         budget = active_budget()

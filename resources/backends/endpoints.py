@@ -129,11 +129,16 @@ def checked_runtime(runtime: dict[str, Any], budget: Any = None, where: str = "r
     return runtime
 
 
-def estimate_tokens(texts: list[str], max_tokens: Any = None) -> int:
-    """The token estimate of a call before it is sent: characters / :data:`CHARS_PER_TOKEN` of
-    the texts sent plus ``max_tokens`` (:data:`DEFAULT_MAX_TOKENS` when unset)."""
+def _estimate(texts: list[str], max_tokens: Any) -> tuple[int, int]:
+    """(prompt tokens, output tokens) expected of a call: characters / :data:`CHARS_PER_TOKEN`
+    of the texts sent, and ``max_tokens`` (:data:`DEFAULT_MAX_TOKENS` when unset)."""
     out = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
-    return int(math.ceil(sum(len(t) for t in texts) / CHARS_PER_TOKEN)) + max(0, out)
+    return int(math.ceil(sum(len(t) for t in texts) / CHARS_PER_TOKEN)), max(0, out)
+
+
+def estimate_tokens(texts: list[str], max_tokens: Any = None) -> int:
+    """The token estimate of a call before it is sent: its prompt and output tokens (:func:`_estimate`)."""
+    return sum(_estimate(texts, max_tokens))
 
 
 # --------------------------------------------------------------------------- pacing
@@ -306,6 +311,10 @@ class CallSession:
     runtime: dict[str, Any] = field(default_factory=dict)
     budget: Budget | None = None
     installed: bool = False
+    # the runtime is fixed for an installed session: each endpoint's options and each model's
+    # price are worked out once, not on every call (a price table may be a file, $FACETLAKE_PRICES)
+    options: dict[str, EndpointOptions] = field(default_factory=dict)
+    prices: dict[str, Any] = field(default_factory=dict)
 
 
 _session = CallSession()
@@ -347,11 +356,17 @@ def endpoint_for(base_url: str, runtime: Mapping[str, Any] | None = None) -> End
     one, from the current :func:`call_session`'s when a session is installed (else an existing
     endpoint keeps its options and a new one takes the defaults)."""
     url = str(base_url).rstrip("/")
-    if runtime is None and not _session.installed:
+    session = _session
+    if runtime is None and not session.installed:
         with _registry_lock:
             if url in _endpoints:
                 return _endpoints[url]
-    options = endpoint_options(active_runtime() if runtime is None else runtime, url)
+    if runtime is None and session.installed:
+        options = session.options.get(url)
+        if options is None:
+            options = session.options[url] = endpoint_options(session.runtime, url)
+    else:
+        options = endpoint_options(active_runtime() if runtime is None else runtime, url)
     with _registry_lock:
         endpoint = _endpoints.get(url)
         if endpoint is None:
@@ -361,14 +376,19 @@ def endpoint_for(base_url: str, runtime: Mapping[str, Any] | None = None) -> End
     return endpoint
 
 
-def price_of(model: str | None, runtime: Mapping[str, Any] | None = None, batch: bool = False) -> Mapping[str, Any] | None:
-    """The price entry of ``model`` under ``runtime.prices`` (resources/backends/planning.py);
-    with ``batch`` its ``batch_input_per_1m``/``batch_output_per_1m`` when given, else
-    ``batch_discount`` (e.g. 0.5) times the live price."""
+def price_of(model: str | None) -> Mapping[str, Any] | None:
+    """The price entry of ``model`` under the current session's ``runtime.prices`` or
+    ``$FACETLAKE_PRICES`` (resources/backends/planning.py); looked up once per session."""
     from resources.backends.planning import load_prices, price_for
 
-    price = price_for(load_prices(active_runtime() if runtime is None else runtime), model)
-    return batch_price(price) if batch else price
+    session = _session
+    key = str(model)
+    if session.installed and key in session.prices:
+        return session.prices[key]
+    price = price_for(load_prices(session.runtime), model)
+    if session.installed:
+        session.prices[key] = price
+    return price
 
 
 def batch_price(price: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -385,8 +405,7 @@ def usd_estimate(price: Mapping[str, Any] | None, texts: list[str], max_tokens: 
     """The cost estimate of a call before it is sent (None without a price)."""
     if not price:
         return None
-    tin = math.ceil(sum(len(t) for t in texts) / CHARS_PER_TOKEN)
-    tout = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
+    tin, tout = _estimate(texts, max_tokens)
     return (tin * float(price.get("input_per_1m", 0.0)) + tout * float(price.get("output_per_1m", 0.0))) / 1e6
 
 

@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from resources.lake.schemas import ADDED_COLUMNS, PARTITION_COLUMNS, SCHEMAS
+from resources.lake.wal import WAL_TABLES, settle
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:\-@/+, ]{1,200}$")  # "," for lm-eval metric names (exact_match,strict-match)
 
@@ -400,8 +401,6 @@ class LakeTables:
 def _settle(lake: Any, table: str, version: int | None) -> None:
     """Before the current version of ``table`` is read: rows still in write-ahead files (this
     process's live writers, dead writers' files) are folded in first (resources/lake/wal.py;
-    the outbound ledger's intents); a table without such files costs one directory check."""
-    if version is None:
-        from resources.lake.wal import settle
-
+    the outbound ledger's intents); any other table costs one set lookup."""
+    if version is None and table in WAL_TABLES:
         settle(lake, table)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 WAL_FOLDER = "_wal"  # beside the tables of a local lake (no _delta_log: not a table)
+WAL_TABLES = frozenset({"outbound_ledger"})  # the tables whose writers keep write-ahead files (resources/privacy/ledger.py)
 DATETIME_COLUMNS = ("called_at", "completed_at", "created_at")  # written as ISO text, read back as datetimes
 
 
@@ -159,7 +160,7 @@ def recover(lake: Any, table: str) -> int:
 def settle(lake: Any, table: str) -> None:
     """Before ``table`` is read: this process's live writers of it on the same lake fold what
     they hold, then dead writers' files are recovered (:func:`recover`). Costs a directory
-    check when the table has no write-ahead files."""
+    check when the table has no write-ahead files (callers skip tables outside :data:`WAL_TABLES`)."""
     root = str(lake.root)
     for writer in list(_LIVE):
         if str(writer.lake.root) == root and writer.wal_table == table:
@@ -167,4 +168,4 @@ def settle(lake: Any, table: str) -> None:
     recover(lake, table)
 
 
-__all__ = ["IntentLog", "WAL_FOLDER", "forget_live", "recover", "register_live", "settle", "wal_folder"]
+__all__ = ["IntentLog", "WAL_FOLDER", "WAL_TABLES", "forget_live", "recover", "register_live", "settle", "wal_folder"]

@@ -165,6 +165,18 @@ def _scrub_texts(texts: list[str], ctx: CallContext, anonymise: bool | None) -> 
     return sent, counts, True, strategy, state
 
 
+def _scrub_messages(messages: list[dict[str, Any]], ctx: CallContext, anonymise: bool | None
+                    ) -> tuple[list[dict[str, Any]], dict[str, int], bool, str | None, _State]:
+    """Chat messages as they will be sent: each text content through :func:`_scrub_texts` (one
+    placeholder map for the whole call), other messages copied as they are."""
+    positions = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str)]
+    sent, counts, anonymised, strategy, state = _scrub_texts([messages[i]["content"] for i in positions], ctx, anonymise)
+    out = [dict(m) for m in messages]
+    for i, text in zip(positions, sent):
+        out[i]["content"] = text
+    return out, counts, anonymised, strategy, state
+
+
 def text_sha256(texts: list[str]) -> str:
     """SHA-256 of the texts sent (joined by the ASCII record separator), as in the ledger."""
     return hashlib.sha256("\x1e".join(texts).encode("utf-8")).hexdigest()
@@ -224,12 +236,7 @@ def chat_completion(client: Any, ctx: CallContext, *, messages: list[dict[str, A
     """
     host = _guard(str(client.base_url), ctx)
     register_secret(getattr(client, "api_key", None))
-    positions = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str)]
-    texts = [messages[i]["content"] for i in positions]
-    sent, counts, anonymised, strategy, state = _scrub_texts(texts, ctx, anonymise)
-    sent_messages = [dict(m) for m in messages]
-    for i, text in zip(positions, sent):
-        sent_messages[i]["content"] = text
+    sent_messages, counts, anonymised, strategy, state = _scrub_messages(messages, ctx, anonymise)
     texts_sent = [str(m.get("content")) for m in sent_messages]
     return _paced(client, ctx, texts_sent, kwargs, lambda: _call(
         state, _ledger(state, host, ctx, texts_sent, anonymised, strategy, counts), client.chat.completions.create,
@@ -255,11 +262,7 @@ def deferred_chat(base_url: str, ctx: CallContext, *, messages: list[dict[str, A
     intent row is committed before this returns, so it precedes the upload. Same errors as
     :func:`chat_completion` (nothing is sent here)."""
     host = _guard(base_url, ctx)
-    positions = [i for i, m in enumerate(messages) if isinstance(m.get("content"), str)]
-    sent, counts, anonymised, strategy, state = _scrub_texts([messages[i]["content"] for i in positions], ctx, anonymise)
-    out = [dict(m) for m in messages]
-    for i, text in zip(positions, sent):
-        out[i]["content"] = text
+    out, counts, anonymised, strategy, state = _scrub_messages(messages, ctx, anonymise)
     return out, _ledger(state, host, ctx, [str(m.get("content")) for m in out], anonymised, strategy, counts)
 
 

@@ -14,11 +14,13 @@ import threading
 import time
 from typing import Any
 
-from tests.support.serving import BackgroundServer, free_port
+from tests.support.serving import ServedApp, free_port
 
 
-class JudgeServer:
+class JudgeServer(ServedApp):
     """Serve ``model_dir`` (a transformers causal LM folder) as model ``name``."""
+
+    server_name = "judge test server"
 
     def __init__(self, model_dir: str, name: str = "tiny-judge", max_new_tokens: int = 24, context_tokens: int = 400) -> None:
         import torch
@@ -32,12 +34,7 @@ class JudgeServer:
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._torch = torch
-        self._serving: Any = None
         self.port = free_port()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     # ------------------------------------------------------------------ generation
     def _generate(self, messages: list[dict[str, str]], max_tokens: int, logprobs: bool, top: int) -> dict[str, Any]:
@@ -90,12 +87,3 @@ class JudgeServer:
             return JSONResponse({"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "test"}]})
 
         return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models)])
-
-    # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "JudgeServer":
-        self._serving = BackgroundServer(self.app(), port=self.port, name="judge test server").start()
-        return self
-
-    def stop(self) -> None:
-        if self._serving is not None:
-            self._serving.stop()

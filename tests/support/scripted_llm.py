@@ -35,7 +35,7 @@ import time
 import uuid
 from typing import Any
 
-from tests.support.serving import BackgroundServer, free_port
+from tests.support.serving import ServedApp, free_port
 
 
 def reply_text(messages: list[dict[str, Any]]) -> str:
@@ -64,8 +64,10 @@ def chat_body(body: dict[str, Any]) -> dict[str, Any]:
             "usage": usage(prompt, text)}
 
 
-class ScriptedLLM:
+class ScriptedLLM(ServedApp):
     """The server (see the module docstring). ``start()``/``stop()`` serve it in a thread."""
+
+    server_name = "scripted LLM server"
 
     def __init__(self, latency_s: float = 0.0, rpm: float | None = None, batch_delay_s: float = 0.5,
                  port: int | None = None) -> None:
@@ -83,11 +85,6 @@ class ScriptedLLM:
         self._tokens = float(rpm / 60.0) if rpm else 0.0
         self._refilled = time.monotonic()
         self._lock = threading.Lock()
-        self._serving: BackgroundServer | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     # ------------------------------------------------------------------ controls
     def refuse_now(self, seconds: float, retry_after: str = "1") -> None:
@@ -206,15 +203,6 @@ class ScriptedLLM:
             Route("/v1/batches/{batch_id}", get_batch, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
         ])
-
-    # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "ScriptedLLM":
-        self._serving = BackgroundServer(self.app(), port=self.port, name="scripted LLM server").start()
-        return self
-
-    def stop(self) -> None:
-        if self._serving is not None:
-            self._serving.stop()
 
 
 def main() -> None:

@@ -57,3 +57,28 @@ class BackgroundServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+class ServedApp:
+    """Base of the test servers that build their ASGI app in ``app()``: ``start()`` serves it
+    with :class:`BackgroundServer` on ``self.port`` (set by the subclass), ``stop()`` ends it,
+    ``base_url`` is its OpenAI-style base URL. ``server_name`` names it in a start-up error."""
+
+    server_name = "test server"
+    port: int
+    _serving: BackgroundServer | None = None
+
+    def app(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> Any:
+        self._serving = BackgroundServer(self.app(), port=self.port, name=self.server_name).start()
+        return self
+
+    def stop(self) -> None:
+        if self._serving is not None:
+            self._serving.stop()
