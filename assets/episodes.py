@@ -30,7 +30,7 @@ from assets.common import evaluation_fingerprint, load_samples, markdown_table, 
 from assets.freshness import scores_marker
 from metric_ops.agents.oracles import PASS_SCORES
 from metric_ops.agents.passk import inconsistent_tasks, is_pass, oracle_disagreement, paired_pass_k, pass_k_curve
-from assets.partitions import EVALUATION_EDGE, evaluation_partitions, pair_partitions
+from assets.partitions import EVALUATION_EDGE, agent_evaluation_partitions, agent_pair_partitions
 from resources.backends import ModelBackends, parse_model_spec
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.datasets import DatasetError
@@ -107,7 +107,7 @@ def _live_episodes(context, spec, samples, backend, backends, model: str, finger
 
 @delta_asset(
     "episodes",
-    partitions_def=pair_partitions,
+    partitions_def=agent_pair_partitions,  # only agent evaluations' pairs (issue 26, fault 12)
     deps=[dg.AssetDep("samples", partition_mapping=EVALUATION_EDGE), "evaluation_models"],
     columns=EPISODES_COLUMNS,
     checks={
@@ -330,7 +330,7 @@ def _wrong_action_rows(scores: pl.DataFrame, episodes: pl.DataFrame, fingerprint
 
 @delta_asset(
     "episode_summary",
-    partitions_def=evaluation_partitions,
+    partitions_def=agent_evaluation_partitions,  # only agent evaluations (issue 26, fault 12)
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE), dg.AssetDep("episodes", partition_mapping=EVALUATION_EDGE)],
     kinds={"polars"},
 )

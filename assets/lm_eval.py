@@ -15,7 +15,7 @@ import polars as pl
 from assets.declare import delta_asset, table_metadata
 from assets.common import evaluation_fingerprint, markdown_table, record_run
 from assets.freshness import stored_scores_markers
-from assets.partitions import EVALUATION_EDGE, evaluation_partitions
+from assets.partitions import EVALUATION_EDGE, lm_eval_partitions
 from resources.catalog import evaluation_row, evaluation_spec, utcnow
 from resources.lake.resource import LakeStore
 from resources.lm_eval.common import AGREEMENT_TOLERANCE
@@ -42,7 +42,7 @@ LM_EVAL_SUMMARY_COLUMNS = {
 
 @delta_asset(
     "lm_eval_summary",
-    partitions_def=evaluation_partitions,
+    partitions_def=lm_eval_partitions,  # only evaluations lm-eval ran (issue 26, fault 12)
     deps=[dg.AssetDep("scores", partition_mapping=EVALUATION_EDGE)],
     kinds={"polars"},
     columns=LM_EVAL_SUMMARY_COLUMNS,

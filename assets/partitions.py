@@ -25,6 +25,21 @@ Dagster (their Delta rows stay, labelled history in the catalog and queryable wi
 and ``facetlake compare -e NAME@FP``). :func:`sync_partitions` keeps the instance equal
 to the catalog.
 
+Kind-specific assets get partition sets of their own, holding only evaluations of their kind
+(issue 26, fault 12: ``episodes`` showed 0/9 with five phantoms forever missing, and
+"Materialize all" offered them for generation evaluations):
+
+- ``agent_pair`` (``episodes``): the pair keys of agent evaluations (dataset kind ``episodes``);
+- ``agent_evaluation`` (``episode_summary``): the evaluation keys of agent evaluations;
+- ``lm_eval_evaluation`` (``lm_eval_summary``): the evaluation keys of lm-eval evaluations.
+
+The keys are the same strings as in ``pair`` / ``evaluation``, so an agent pair's ``scores``
+partition reads its ``episodes`` partition through an ``IdentityPartitionMapping``. A Dagster
+run holds assets of one partitions definition only, so an agent pair's run is two runs
+(``agent_job`` for its episodes, then ``scores_job``: the CLI runs them in order, and the
+``episodes_sensor`` scores episodes stored by any other path); an agent evaluation's verdicts
+are ``analysis_job`` and ``agent_analysis_job``.
+
 Dagster's built-in partition mappings cannot express "pair -> its evaluation", and a
 custom mapping is ignored by the UI and automation, so the edges between the two
 dimensions are declared with :data:`EVALUATION_EDGE` (``AllPartitionMapping``) for the
@@ -40,6 +55,7 @@ from typing import TYPE_CHECKING, Iterable
 import dagster as dg
 
 from resources import catalog
+from resources.catalog.reads import KINDS
 
 if TYPE_CHECKING:  # pragma: no cover
     from resources.lake.resource import LakeStore
@@ -54,50 +70,73 @@ warnings.filterwarnings("ignore", message=".*partitions_def on an AssetCheckSpec
 
 evaluation_partitions = dg.DynamicPartitionsDefinition(name=EVALUATION_DIMENSION)
 pair_partitions = dg.DynamicPartitionsDefinition(name=PAIR_DIMENSION)
+# kind-specific partition sets (see the module docstring)
+agent_pair_partitions = dg.DynamicPartitionsDefinition(name="agent_pair")
+agent_evaluation_partitions = dg.DynamicPartitionsDefinition(name="agent_evaluation")
+lm_eval_partitions = dg.DynamicPartitionsDefinition(name="lm_eval_evaluation")
+
+#: every partition set: name -> (level, kind): level ``evaluation`` or ``pair``, kind one of
+#: resources.catalog.reads.KINDS (None: every evaluation)
+DIMENSIONS: dict[str, tuple[str, str | None]] = {
+    EVALUATION_DIMENSION: ("evaluation", None),
+    PAIR_DIMENSION: ("pair", None),
+    agent_pair_partitions.name: ("pair", "agent"),
+    agent_evaluation_partitions.name: ("evaluation", "agent"),
+    lm_eval_partitions.name: ("evaluation", "lm_eval"),
+}
+assert {kind for _, kind in DIMENSIONS.values() if kind} <= set(KINDS)
 
 # the edge between the two dimensions, for the asset graph (see the module docstring)
 EVALUATION_EDGE = dg.AllPartitionMapping()
+# a pair's partition in a kind-specific pair set (same key) -> the same pair
+SAME_KEY = dg.IdentityPartitionMapping()
 
 # the key formats live with the catalog, which stores every key (resources/catalog/__init__.py)
 evaluation_key = catalog.evaluation_key
 pair_key = catalog.pair_key
 
 
-def _sync(instance: dg.DagsterInstance, name: str, wanted: Iterable[str], stale: Iterable[str]) -> dict[str, list[str]]:
+def _wanted(lake: "LakeStore") -> dict[str, tuple[list[str], list[str]]]:
+    """partition set -> (its current keys, keys this lake retired), from the catalog."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    cache: dict[str | None, tuple] = {}
+    for name, (level, kind) in DIMENSIONS.items():
+        if kind not in cache:
+            cache[kind] = (catalog.current_keys(lake, kind), catalog.retired_keys(lake, kind))
+        (evaluations, pairs), (old_evaluations, old_pairs) = cache[kind]
+        out[name] = (evaluations, old_evaluations) if level == "evaluation" else (pairs, old_pairs)
+    return out
+
+
+def _changes(instance: dg.DagsterInstance, name: str, wanted: Iterable[str], stale: Iterable[str]) -> tuple[list[str], list[str]]:
     have = set(instance.get_dynamic_partitions(name))
-    added = sorted(set(wanted) - have)
-    removed = sorted((set(stale) & have) - set(wanted))
-    if added:
-        instance.add_dynamic_partitions(name, added)
-    for key in removed:
-        instance.delete_dynamic_partition(name, key)
-    return {"added": added, "removed": removed}
+    return sorted(set(wanted) - have), sorted((set(stale) & have) - set(wanted))
 
 
 def sync_partitions(lake: "LakeStore", instance: dg.DagsterInstance) -> dict[str, dict[str, list[str]]]:
-    """Make the instance's ``evaluation`` and ``pair`` dynamic partitions match the
-    catalog: add its current keys, remove the keys it knows as superseded or archived.
-    Keys the catalog does not know (another lake on the same instance) are left alone.
+    """Make the instance's dynamic partition sets (:data:`DIMENSIONS`: ``evaluation``,
+    ``pair`` and the kind-specific ones) match the catalog: add its current keys, remove the
+    keys it knows as superseded or archived. Keys the catalog does not know (another lake on
+    the same instance) are left alone.
 
-    Returns ``{"evaluation": {"added": [...], "removed": [...]}, "pair": {...}}``."""
-    evaluations, pairs = catalog.current_keys(lake)
-    old_evaluations, old_pairs = catalog.retired_keys(lake)
-    return {
-        EVALUATION_DIMENSION: _sync(instance, EVALUATION_DIMENSION, evaluations, old_evaluations),
-        PAIR_DIMENSION: _sync(instance, PAIR_DIMENSION, pairs, old_pairs),
-    }
+    Returns ``{"evaluation": {"added": [...], "removed": [...]}, "pair": {...}, ...}``."""
+    done: dict[str, dict[str, list[str]]] = {}
+    for name, (wanted, stale) in _wanted(lake).items():
+        added, removed = _changes(instance, name, wanted, stale)
+        if added:
+            instance.add_dynamic_partitions(name, added)
+        for key in removed:
+            instance.delete_dynamic_partition(name, key)
+        done[name] = {"added": added, "removed": removed}
+    return done
 
 
 def partition_requests(lake: "LakeStore", instance: dg.DagsterInstance) -> list:
     """The dynamic-partition requests (for a ``SensorResult``) that :func:`sync_partitions`
     would apply."""
-    evaluations, pairs = catalog.current_keys(lake)
-    old_evaluations, old_pairs = catalog.retired_keys(lake)
     requests: list = []
-    for name, wanted, stale in ((EVALUATION_DIMENSION, evaluations, old_evaluations), (PAIR_DIMENSION, pairs, old_pairs)):
-        have = set(instance.get_dynamic_partitions(name))
-        add = sorted(set(wanted) - have)
-        remove = sorted((set(stale) & have) - set(wanted))
+    for name, (wanted, stale) in _wanted(lake).items():
+        add, remove = _changes(instance, name, wanted, stale)
         if add:
             requests.append(dg.AddDynamicPartitionsRequest(name, add))
         if remove:

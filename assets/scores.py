@@ -24,7 +24,7 @@ from metric_ops.registry import REGISTRY, check_params, merged_params
 from metric_ops.scoring.rows import frame_of_rows, human_rating_rows
 from metric_ops.scoring.frame import score_frame
 from metric_ops.stats.trials import expand_trials, split_trial
-from assets.partitions import pair_partitions
+from assets.partitions import SAME_KEY, pair_partitions
 from resources.catalog import evaluation_row, evaluation_spec, model_spec, utcnow
 from resources.catalog.spec import canonical_json
 from metric_ops.judged.judging import repeated_judging
@@ -336,7 +336,7 @@ def score_metadata(stored: pl.DataFrame, rows: pl.DataFrame | list[dict[str, Any
 @delta_asset(
     "scores",
     partitions_def=pair_partitions,
-    deps=["generations", "annotations", "episodes"],
+    deps=["generations", "annotations", dg.AssetDep("episodes", partition_mapping=SAME_KEY)],  # episodes: agent pairs only
     kinds={"polars"},
     columns=SCORES_COLUMNS,
     checks={

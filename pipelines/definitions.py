@@ -9,7 +9,7 @@ import dagster as dg
 import assets as assets_package
 from assets.catalog import SPECS
 from pipelines.jobs import ALL_JOBS
-from pipelines.sensors import InboxConfig, analysis_sensor, evaluation_scheduler, inbox_sensor
+from pipelines.sensors import InboxConfig, analysis_sensor, episodes_sensor, evaluation_scheduler, inbox_sensor
 from resources.backends import ModelBackends
 from resources.lake.resource import LakeStore
 from pipelines.quiet import quiet_libraries
@@ -73,8 +73,8 @@ defs = dg.Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
     jobs=ALL_JOBS,
-    # all three start RUNNING: recurring evaluations need no hand step (pipelines/sensors.py)
-    sensors=[evaluation_scheduler, inbox_sensor, analysis_sensor],
+    # all start RUNNING: recurring evaluations need no hand step (pipelines/sensors.py)
+    sensors=[evaluation_scheduler, inbox_sensor, episodes_sensor, analysis_sensor],
     resources=build_resources(),
     executor=build_executor(),
 )

@@ -1,9 +1,17 @@
-"""Jobs over the partitioned assets (one partitions definition per job)."""
+"""Jobs over the partitioned assets (one partitions definition per job: a Dagster run holds
+assets of one partitions definition, and kind-specific assets have partition sets of their
+own, assets/partitions.py)."""
 
 import dagster as dg
 
 from assets.generations import SIDE_TABLES
-from assets.partitions import evaluation_partitions, pair_partitions
+from assets.partitions import (
+    agent_evaluation_partitions,
+    agent_pair_partitions,
+    evaluation_partitions,
+    lm_eval_partitions,
+    pair_partitions,
+)
 
 #: job name -> the assets it materialises (in the order of its selection)
 JOB_ASSETS: dict[str, tuple[str, ...]] = {}
@@ -57,15 +65,16 @@ analysis_job = _job(
 
 agent_job = _job(
     "agent_job",
-    ("episodes", "scores"),
-    partitions_def=pair_partitions,
-    description="Read (or run) an agent's episodes and score every oracle, for one registered (evaluation, agent) pair (issue 17).",
+    ("episodes",),
+    partitions_def=agent_pair_partitions,
+    description="Read (or run) an agent's episodes for one registered (evaluation, agent) pair (issue 17); the episodes_sensor "
+                "then scores them (scores_job; the CLI runs both itself).",
 )
 
 agent_analysis_job = _job(
     "agent_analysis_job",
     ("episode_summary",),
-    partitions_def=evaluation_partitions,
+    partitions_def=agent_evaluation_partitions,
     description="pass@k / pass^k per agent and oracle, task-paired comparisons, consistency, for one agent evaluation. "
                 "The analysis_sensor runs it after the evaluation's scores change.",
 )
@@ -73,7 +82,7 @@ agent_analysis_job = _job(
 lm_eval_analysis_job = _job(
     "lm_eval_analysis_job",
     ("lm_eval_summary",),
-    partitions_def=evaluation_partitions,
+    partitions_def=lm_eval_partitions,
     description="lm-eval's aggregates beside facetlake's (with the agreement check), for one evaluation lm-eval ran. "
                 "The analysis_sensor runs it after the evaluation's scores change.",
 )
@@ -86,27 +95,24 @@ pairwise_job = _job(
                 "never started by a sensor).",
 )
 
-verdicts_job = _job(
-    "verdicts_job",
-    ("summary", "comparisons", "correlations", "agreement", "episode_summary", "lm_eval_summary"),
-    partitions_def=evaluation_partitions,
-    description="Any set of one evaluation's verdicts at once (the CLI's runs: `facetlake run`, `compare` and `score` "
-                "recompute exactly the verdicts that are missing or stale, agent and lm-eval ones included).",
-)
-
 ALL_JOBS = [evaluation_job, scores_job, samples_job, analysis_job, agent_job, agent_analysis_job, lm_eval_analysis_job,
-            pairwise_job, verdicts_job]
+            pairwise_job]
 
 
 def job_for(selection, partitioned_by: str) -> str:
     """The name of the job a CLI run of ``selection`` (asset names) runs under, so the UI shows
     named jobs, not ``__ephemeral_asset_job__`` (issue 26, fault 12): the first job of
-    :data:`ALL_JOBS` over ``partitioned_by`` (``pair`` or ``evaluation``) whose assets hold the
-    whole selection. Raises ``ValueError`` when none does (a new asset needs a job here)."""
-    wanted = set(selection)
-    for job in ALL_JOBS:
-        if job.partitions_def is not None and job.partitions_def.name == partitioned_by and wanted <= set(JOB_ASSETS[job.name]):
-            return job.name
+    :data:`ALL_JOBS` over ``partitioned_by`` (a partition set of assets/partitions.py
+    ``DIMENSIONS``: ``pair``, ``evaluation``, ``agent_pair``, ...) whose assets are the
+    selection, else the first whose assets hold it. Raises ``ValueError`` when none does (a new asset needs a job here)."""
+    wanted = set(with_siblings(selection))
+    holding = [job.name for job in ALL_JOBS
+               if job.partitions_def is not None and job.partitions_def.name == partitioned_by and wanted <= set(JOB_ASSETS[job.name])]
+    for name in holding:  # a job of exactly the selection first (a rescore shows as scores_job)
+        if set(JOB_ASSETS[name]) == wanted:
+            return name
+    if holding:
+        return holding[0]
     raise ValueError(f"no job materialises {sorted(wanted)} over {partitioned_by} partitions; add one to pipelines/jobs.py")
 
 

@@ -1,6 +1,6 @@
-"""Recurring evaluations: the evaluation scheduler, the inbox sensor and the analysis sensor.
+"""Recurring evaluations: the evaluation scheduler, the inbox sensor, the episodes sensor and the analysis sensor.
 
-All three start RUNNING (``facetlake ui`` / ``dagster-daemon`` run them with no hand step):
+All start RUNNING (``facetlake ui`` / ``dagster-daemon`` run them with no hand step):
 
 - ``evaluation_scheduler`` runs every scheduled evaluation on its own cron (the spec's
   ``schedule: "0 6 * * *"``, UTC), with every model of the evaluation, the inbox's
@@ -12,6 +12,9 @@ All three start RUNNING (``facetlake ui`` / ``dagster-daemon`` run them with no 
 - ``inbox_sensor``: ``<inbox>/<evaluation name>/<model>.(jsonl|json|csv|parquet)`` (columns
   ``sample_id``, ``output``) adds or re-points that model in that evaluation only (a new
   version when the file's content changed) and runs its pair.
+- ``episodes_sensor``: an agent's episodes stored by a run the CLI did not start (the
+  scheduler's ``agent_job``, the UI) get their ``scores_job`` run: the two assets have
+  different partition sets (assets/partitions.py), so one Dagster run cannot hold both.
 - ``analysis_sensor``: an evaluation whose verdicts (summary, comparisons with the
   regression alert, correlations; pass^k, lm-eval's summary) are older than its scores,
   whatever changed them (CLI, UI, schedule, inbox) or was killed when, gets them
@@ -31,7 +34,7 @@ import polars as pl
 from pydantic import Field
 
 from assets.partitions import partition_requests
-from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job
+from pipelines.jobs import agent_analysis_job, agent_job, analysis_job, evaluation_job, lm_eval_analysis_job, samples_job, scores_job
 from pipelines.runs.register import pair_job, register
 from resources.catalog import evaluation_row, find_evaluation, pairs_of, register_model
 from resources.backends import BackendError, PrecomputedBackend
@@ -226,6 +229,35 @@ def evaluation_scheduler(context: dg.SensorEvaluationContext, lake: LakeStore) -
         cursor=json.dumps(state, sort_keys=True),
         skip_reason=None if requests else ("; ".join(log) or "no scheduled evaluation is due"),
     )
+
+
+# ----------------------------------------------------------------------------- agent episodes -> scores
+def episodes_tick(instance: dg.DagsterInstance, after: int | None) -> tuple[list[dg.RunRequest], int | None]:
+    """One evaluation of the episodes sensor: a ``scores_job`` request for each ``episodes``
+    materialisation stored after the event storage id ``after`` (None: every one) by a run
+    that the CLI did not start (the CLI scores the episodes it stores itself), and the last
+    storage id seen. Run keys are the materialisation's storage id: each is scored once."""
+    result = instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey("episodes"), after_storage_id=after),
+                                             limit=1000, ascending=True)
+    requests, last = [], after
+    for record in result.records:
+        last = record.storage_id
+        run = instance.get_run_by_id(record.run_id)
+        if record.partition_key is None or (run is not None and run.tags.get("facetlake/source", "").startswith("cli")):
+            continue
+        requests.append(dg.RunRequest(
+            run_key=f"score-episodes:{record.storage_id}", job_name=scores_job.name, partition_key=record.partition_key,
+            tags={"facetlake/evaluation": record.partition_key.split("@", 1)[0], "facetlake/episodes_run": record.run_id},
+        ))
+    return requests, last
+
+
+@dg.sensor(job=scores_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def episodes_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Scores an agent's episodes after a run the CLI did not start stored them (the scheduler, the UI)."""
+    requests, last = episodes_tick(context.instance, int(context.cursor) if (context.cursor or "").isdigit() else None)
+    return dg.SensorResult(run_requests=requests, cursor=str(last) if last is not None else context.cursor,
+                           skip_reason=None if requests else "no new agent episodes to score")
 
 
 # ----------------------------------------------------------------------------- freshness

@@ -304,7 +304,7 @@ def test_openai_jsonl_trials_numbered_and_errors_named(tmp_path):
         read_episodes(odd)
 
 
-def test_definitions_hold_the_agent_assets_on_the_shared_partitions():
+def test_definitions_hold_the_agent_assets_on_partition_sets_of_their_own():
     import dagster as dg
 
     from pipelines.definitions import defs
@@ -313,6 +313,7 @@ def test_definitions_hold_the_agent_assets_on_the_shared_partitions():
     deps = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
     assert deps["episodes"] == {"samples", "evaluation_models"} and deps["episode_summary"] == {"scores", "episodes"} and "episodes" in deps["scores"]
     assert {"check_episodes_unique_trials", "check_episodes_known_tasks"} <= {k.name for k in graph.asset_check_keys}
-    # the same partitions definitions as generations / summary (moved along by a partition rewrite)
-    assert graph.get(dg.AssetKey("episodes")).partitions_def is graph.get(dg.AssetKey("generations")).partitions_def
-    assert graph.get(dg.AssetKey("episode_summary")).partitions_def is graph.get(dg.AssetKey("summary")).partitions_def
+    # agent evaluations only (issue 26, fault 12: no partition forever missing for generation evaluations)
+    assert graph.get(dg.AssetKey("episodes")).partitions_def.name == "agent_pair"
+    assert graph.get(dg.AssetKey("episode_summary")).partitions_def.name == "agent_evaluation"
+    assert graph.get(dg.AssetKey("scores")).partitions_def.name == "pair"

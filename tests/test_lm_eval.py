@@ -335,6 +335,9 @@ def test_spec_with_lm_eval_section_runs_every_model_under_one_fingerprint(tmp_pa
 
     state = freshness(lake, [row["fingerprint"]])[row["fingerprint"]]
     assert "lm_eval_summary" in state.assets and state.stale == []
+    # lm_eval_summary's partition set holds lm-eval evaluations only (issue 26, fault 12)
+    assert row["partition_key"] in instance.get_dynamic_partitions("lm_eval_evaluation")
+    assert row["partition_key"] not in instance.get_dynamic_partitions("agent_evaluation")
 
 
 # --------------------------------------------------------------------------- API models and the outbound path

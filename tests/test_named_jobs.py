@@ -12,14 +12,19 @@ from pipelines.jobs import ALL_JOBS, JOB_ASSETS, job_for
 def test_every_cli_selection_has_a_named_job():
     assert job_for(["samples"], "evaluation") == "samples_job"
     assert job_for(["generations", "annotations", "scores"], "pair") == "evaluation_job"
-    assert job_for(["scores"], "pair") == "evaluation_job"  # the first job that holds it
-    assert job_for(["episodes", "scores"], "pair") == "agent_job"
+    assert job_for(["scores"], "pair") == "scores_job"  # the job of exactly the selection
+    assert job_for(["generations", "scores"], "pair") == "evaluation_job"  # else the first job that holds it
+    assert job_for(["episodes"], "agent_pair") == "agent_job"
     assert job_for(["summary", "comparisons", "correlations"], "evaluation") == "analysis_job"
-    assert job_for(["comparisons", "episode_summary"], "evaluation") == "verdicts_job"
-    assert job_for(["lm_eval_summary"], "evaluation") == "lm_eval_analysis_job"
+    assert job_for(["episode_summary"], "agent_evaluation") == "agent_analysis_job"
+    assert job_for(["lm_eval_summary"], "lm_eval_evaluation") == "lm_eval_analysis_job"
     assert job_for(["pairwise"], "evaluation") == "pairwise_job"
     with pytest.raises(ValueError, match="no job materialises"):
         job_for(["samples", "scores"], "pair")
+    with pytest.raises(ValueError, match="no job materialises"):  # kind-specific assets have partition sets of their own
+        job_for(["episodes", "scores"], "pair")
+    with pytest.raises(ValueError, match="no job materialises"):
+        job_for(["comparisons", "episode_summary"], "evaluation")
     assert set(JOB_ASSETS) == {j.name for j in ALL_JOBS}
 
 

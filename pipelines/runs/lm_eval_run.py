@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import dagster as dg
 
 from pipelines.runs.register import evaluation_partition, register
-from pipelines.runs.runner import _materialize, materialize_analysis, materialize_model, materialize_samples, run_evaluation
+from pipelines.runs.runner import RunResults, _materialize, materialize_analysis, materialize_model, materialize_samples, run_evaluation
 from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, resolve, slugify_model
 from resources.lake.resource import LakeStore
 from resources.lm_eval.common import PREFIX, LmEvalError
@@ -156,7 +156,7 @@ def _merge_existing(spec: EvaluationSpec, lake: LakeStore, keep_name: bool) -> E
     return merged
 
 
-def materialize_lm_eval_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+def materialize_lm_eval_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> RunResults:
     """Materialise the ``lm_eval_summary`` asset (and its agreement check) for one fingerprint."""
     return _materialize(["lm_eval_summary"], evaluation_partition(lake, fingerprint), lake, instance)
 
@@ -193,7 +193,7 @@ def import_task_runs(
     return done
 
 
-def _raise_on_failure(result: dg.ExecuteInProcessResult, what: str) -> None:
+def _raise_on_failure(result: RunResults, what: str) -> None:
     if not result.success:  # materialize raises by default; this covers raise_on_error=False callers
         raise LmEvalError(f"materialising {what} failed; see the Dagster run {result.run_id}")
 

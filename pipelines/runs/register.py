@@ -85,5 +85,6 @@ def pair_selection(spec: EvaluationSpec) -> list[str]:
 
 
 def pair_job(spec: EvaluationSpec) -> str:
-    """The job of a pair run (``agent_job`` for agent evaluations, else ``evaluation_job``)."""
+    """The job of a pair run (``agent_job`` for agent evaluations, which stores episodes only:
+    their ``scores_job`` run follows it; else ``evaluation_job``)."""
     return "agent_job" if spec.dataset.get("kind") == "episodes" else "evaluation_job"

@@ -27,6 +27,34 @@ from resources.catalog.spec import EvaluationSpec, ResolvedEvaluation, SpecError
 from resources.lake.resource import LakeStore
 
 
+#: asset name -> the name of its partition set (assets/partitions.py DIMENSIONS)
+PARTITION_SET: dict[str, str] = {
+    key.to_user_string(): asset.partitions_def.name
+    for asset in ALL_ASSETS if isinstance(asset, dg.AssetsDefinition) and isinstance(asset.partitions_def, dg.DynamicPartitionsDefinition)
+    for key in asset.keys
+}
+
+
+class RunResults(list):
+    """The Dagster runs of one materialisation, in order (a list of
+    ``ExecuteInProcessResult``): one run per partition set the selection spans (an agent
+    pair: ``episodes``, then ``scores``), as Dagster runs hold one partitions definition."""
+
+    @property
+    def success(self) -> bool:
+        return all(result.success for result in self)
+
+    @property
+    def run_id(self) -> str:
+        return self[-1].run_id
+
+    def get_asset_materialization_events(self) -> list:
+        return [event for result in self for event in result.get_asset_materialization_events()]
+
+    def get_asset_check_evaluations(self) -> list:
+        return [check for result in self for check in result.get_asset_check_evaluations()]
+
+
 def _materialize(
     selection: list[str],
     partition: str,
@@ -34,27 +62,42 @@ def _materialize(
     instance: dg.DagsterInstance,
     run_config: dict[str, Any] | None = None,
     tags: Mapping[str, str] | None = None,
-) -> dg.ExecuteInProcessResult:
-    dimension = "pair" if ":" in str(partition) else "evaluation"
-    if not instance.has_dynamic_partition(dimension, str(partition)):
+) -> RunResults:
+    """Materialise ``selection`` (asset names, upstream first) for the partition key
+    ``partition`` in this process, one run per partition set the selection spans, each under
+    the named job that holds its part (:func:`pipelines.jobs.job_for`). ``run_config``'s
+    ``ops`` section goes to the runs holding those ops. Stops at the first failed run
+    (``execute_in_process`` raises on a failed step)."""
+    groups: dict[str, list[str]] = {}
+    for name in selection:
+        groups.setdefault(PARTITION_SET.get(name, "pair" if ":" in str(partition) else "evaluation"), []).append(name)
+    if any(not instance.has_dynamic_partition(dimension, str(partition)) for dimension in groups):
         sync_partitions(lake, instance)  # e.g. a lake registered under another Dagster home
     resources = build_resources(lake.root)
     resources["lake"] = lake
-    run_config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": os.environ.get("FACETLAKE_LOG_LEVEL", "WARNING")}}}}
+    config = {**(run_config or {}), "loggers": {"console": {"config": {"log_level": os.environ.get("FACETLAKE_LOG_LEVEL", "WARNING")}}}}
     # under the named job that holds the selection (the UI lists `evaluation_job`, `analysis_job`, ...,
     # not `__ephemeral_asset_job__`), subset to the selected assets and their checks, in this process
     defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, jobs=ALL_JOBS, resources=resources)
-    job = defs.resolve_job_def(job_for(selection, dimension))
-    return job.execute_in_process(
-        run_config=run_config,
-        instance=instance,
-        partition_key=str(partition),
-        asset_selection=[dg.AssetKey(name) for name in with_siblings(selection)],
-        tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
-    )
+    results = RunResults()
+    for dimension, names in groups.items():
+        part = dict(config)
+        if "ops" in config:
+            part["ops"] = {op: value for op, value in config["ops"].items() if op in with_siblings(names)}
+            if not part["ops"]:
+                del part["ops"]
+        job = defs.resolve_job_def(job_for(names, dimension))
+        results.append(job.execute_in_process(
+            run_config=part,
+            instance=instance,
+            partition_key=str(partition),
+            asset_selection=[dg.AssetKey(name) for name in with_siblings(names)],
+            tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
+        ))
+    return results
 
 
-def materialize_samples(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+def materialize_samples(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> RunResults:
     """Materialise ``samples`` (and its checks) for one evaluation (name, fingerprint or key)."""
     return _materialize(["samples"], evaluation_partition(lake, fingerprint), lake, instance)
 
@@ -69,7 +112,7 @@ def scores_run_config(metrics: Sequence[Any] | None) -> dict[str, Any]:
 def materialize_model(
     model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: Sequence[Any] | None = None,
     generate: bool = True,
-) -> dg.ExecuteInProcessResult:
+) -> RunResults:
     """Materialise ``generations`` (unless ``generate=False``) and ``scores`` for one
     registered pair; ``metrics``: only these (requests or names, :func:`scores_run_config`)."""
     selection = ["generations", "annotations", "scores"] if generate else ["scores"]
@@ -78,19 +121,19 @@ def materialize_model(
 
 def materialize_episodes(
     model: str, fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, metrics: list[str] | None = None,
-) -> dg.ExecuteInProcessResult:
+) -> RunResults:
     """Materialise ``episodes`` (read or run the agent's episodes) and ``scores`` for one agent partition (issue 17)."""
     return _materialize(["episodes", "scores"], model_partition(lake, model, fingerprint), lake, instance, scores_run_config(metrics))
 
 
-def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+def materialize_summary(fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance) -> RunResults:
     """Materialise ``summary`` for one evaluation (name, fingerprint or key)."""
     return _materialize(["summary"], evaluation_partition(lake, fingerprint), lake, instance)
 
 
 def materialize_analysis(
     fingerprint: str, lake: LakeStore, instance: dg.DagsterInstance, with_summary: bool = True, assets: Iterable[str] | None = None,
-) -> dg.ExecuteInProcessResult:
+) -> RunResults:
     """Materialise an evaluation's verdicts: ``summary`` (unless ``with_summary=False``),
     ``comparisons`` (with its regression check), ``correlations``, and for an agent
     evaluation ``episode_summary`` (pass@k / pass^k, issue 17); or exactly ``assets``
@@ -140,7 +183,7 @@ def run_evaluation(
     return resolved
 
 
-def reuse_lines(result: dg.ExecuteInProcessResult, model: str) -> list[str]:
+def reuse_lines(result: RunResults, model: str) -> list[str]:
     """What a pair run reused, from its materialisations' metadata: the model's outputs
     (unchanged source and samples) and the metrics whose scores were computed from identical
     inputs, and how many model and judge calls it sent and reused. One line each, for the CLI
@@ -183,8 +226,12 @@ def launch_evaluation(
     with workspace(instance) as context:
         ekey = evaluation_partition(lake, resolved.fingerprint)
         run_all(instance, context, [RunSpec("samples_job", ekey, tags, config)], submit, "samples", timeout_s=timeout_s)
-        pairs = [RunSpec(pair_job(spec), p["partition_key"], tags, config) for p in pairs_of(lake, resolved.fingerprint)]
-        run_all(instance, context, pairs, submit, "models", workers=workers, timeout_s=timeout_s)
+        keys = [p["partition_key"] for p in pairs_of(lake, resolved.fingerprint)]
+        run_all(instance, context, [RunSpec(pair_job(spec), key, tags, config) for key in keys], submit, "models", workers=workers,
+                timeout_s=timeout_s)
+        if pair_job(spec) == "agent_job":  # an agent's episodes, then their scores (one partition set per run)
+            run_all(instance, context, [RunSpec("scores_job", key, tags, config) for key in keys], submit, "scores", workers=workers,
+                    timeout_s=timeout_s)
         launch_verdicts(instance, context, lake, [resolved.fingerprint], submit, tags, timeout_s=timeout_s)
     return resolved
 

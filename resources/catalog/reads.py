@@ -282,23 +282,50 @@ def pairs_of(lake: LakeStore, fingerprint: str, statuses: Iterable[str] = ("curr
     return hits.sort("model").to_dicts()
 
 
-def current_keys(lake: LakeStore) -> tuple[list[str], list[str]]:
+#: evaluation kinds with assets of their own (and partition sets of their own, assets/partitions.py)
+KINDS = ("agent", "lm_eval")
+
+
+def spec_kind(spec_json: str | None) -> str:
+    """The kind of a stored evaluation spec (``evaluations.spec``, JSON): ``agent`` (dataset
+    kind ``episodes``), ``lm_eval`` (an ``lm_eval:`` section) or ``generation``."""
+    try:
+        data = json.loads(spec_json or "{}")
+    except ValueError:
+        return "generation"
+    if (data.get("dataset") or {}).get("kind") == "episodes":
+        return "agent"
+    return "lm_eval" if data.get("lm_eval") else "generation"
+
+
+def _of_kind(evals: pl.DataFrame, pairs: pl.DataFrame, kind: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    if kind is None or not evals.height:
+        return evals, pairs
+    if kind not in KINDS:
+        raise ValueError(f"unknown evaluation kind {kind!r}; one of {', '.join(KINDS)} (or None for every kind)")
+    fingerprints = {r["fingerprint"] for r in evals.select("fingerprint", "spec").iter_rows(named=True) if spec_kind(r["spec"]) == kind}
+    evals = evals.filter(pl.col("fingerprint").is_in(sorted(fingerprints)))
+    return evals, pairs.filter(pl.col("fingerprint").is_in(sorted(fingerprints))) if pairs.height else pairs
+
+
+def current_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], list[str]]:
     """(evaluation keys, pair keys) of the current fingerprints of active evaluations:
-    the dynamic partitions Dagster should know."""
-    evals = _evaluations(lake)
-    pairs = _read(lake, "pairs")
+    the dynamic partitions Dagster should know. ``kind`` (one of :data:`KINDS`): only the
+    evaluations of that kind (the partition sets of kind-specific assets); raises
+    ``ValueError`` for another kind."""
+    evals, pairs = _of_kind(_evaluations(lake), _read(lake, "pairs"), kind)
     ekeys = sorted(evals.filter((pl.col("status") == "current") & ~pl.col("archived"))["partition_key"].to_list()) if evals.height else []
     pkeys = sorted(pairs.filter(pl.col("status") == "current")["partition_key"].to_list()) if pairs.height else []
     return ekeys, pkeys
 
 
-def retired_keys(lake: LakeStore) -> tuple[list[str], list[str]]:
+def retired_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], list[str]]:
     """(evaluation keys, pair keys) this lake knows as no longer current (history,
     retired, archived): the dynamic partitions to remove. Keys this lake does not know
-    (another lake on the same Dagster instance) are never listed."""
-    evals = _evaluations(lake)
-    pairs = _read(lake, "pairs")
-    current_e, current_p = current_keys(lake)
+    (another lake on the same Dagster instance) are never listed. ``kind``: as in
+    :func:`current_keys`."""
+    evals, pairs = _of_kind(_evaluations(lake), _read(lake, "pairs"), kind)
+    current_e, current_p = current_keys(lake, kind)
     ekeys = sorted(set(evals["partition_key"].to_list()) - set(current_e)) if evals.height else []
     pkeys = sorted(set(pairs["partition_key"].to_list()) - set(current_p)) if pairs.height else []
     return ekeys, pkeys
