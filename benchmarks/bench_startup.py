@@ -9,6 +9,16 @@ time, and which heavy libraries the command imported (checked in the same proces
 rest goes.
 
     python benchmarks/bench_startup.py [--repeats 7]
+
+``--run`` measures the fixed cost of a run instead (issue 26, "Fixed cost of a run"): the CPU
+seconds (user + system, the operating system's accounting of the finished process) of
+``facetlake run`` on a 10-sample, two-model SF-RES evaluation (the precomputed system and the
+copy-input heuristic; four metrics), each time in a fresh lake and a fresh Dagster home.
+``--baseline REV`` runs the same command from a ``git worktree`` of REV (e.g. the commit before
+a change) in turn with this checkout (A B A B ...), so the ratio is taken pair by pair on the
+same machine state:
+
+    python benchmarks/bench_startup.py --run --baseline 5b73d7a --repeats 7
 """
 
 from __future__ import annotations
@@ -64,10 +74,89 @@ def time_command(args: list[str], repeats: int) -> tuple[list[float], str]:
     return times, heavy or "none"
 
 
+RUN_SPEC = """name: fixed-cost
+dataset: {kind: sfres, limit: 10}
+adapter: {kind: generation, template: "{input}", version: "1"}
+generation: {temperature: 0.0, max_tokens: 64, seed: 0}
+models:
+  sfres-system: "precomputed:column=system_output"
+  copy-input: "heuristic:copy-input"
+baseline: sfres-system
+metrics: [exact_match, token_f1, bleu, rouge_l]
+"""
+
+
+def run_cpu(tree: Path, work: Path) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one ``facetlake run`` of :data:`RUN_SPEC` with the code
+    of ``tree``, in a fresh lake and Dagster home under ``work``."""
+    import resource
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    shutil.copy(tree / "dagster.yaml", work / "home" / "dagster.yaml")
+    spec = work / "spec.yaml"
+    spec.write_text(RUN_SPEC, encoding="utf-8")
+    code = (f"import sys; sys.path.insert(0, {str(tree)!r}); sys.argv = ['facetlake', 'run', {str(spec)!r}, '--lake', "
+            f"{str(work / 'lake')!r}]\nfrom pipelines.cli import main\ntry:\n    main()\nexcept SystemExit as e:\n"
+            "    sys.exit(e.code)\n")
+    env = dict(os.environ, DAGSTER_HOME=str(work / "home"), COLUMNS="120")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=work, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"facetlake run ({tree}) failed:\n{out.stderr[-3000:]}")
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def run_table(repeats: int, baseline: str | None) -> None:
+    """Print the fixed cost of a 10-sample run (this checkout, and ``baseline`` side by side)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = {"this checkout": ROOT}
+        if baseline:
+            base = Path(tmp) / "baseline"
+            subprocess.run(["git", "worktree", "add", "--detach", "-f", str(base), baseline], cwd=ROOT, check=True, capture_output=True)
+            trees[f"baseline {baseline}"] = base
+        try:
+            run_cpu(ROOT, Path(tmp) / "warm")  # warm the file cache once (not counted)
+            cpu: dict[str, list[float]] = {k: [] for k in trees}
+            wall: dict[str, list[float]] = {k: [] for k in trees}
+            for _ in range(repeats):
+                for label, tree in trees.items():  # A B A B ...
+                    c, w = run_cpu(tree, Path(tmp) / "work")
+                    cpu[label].append(c)
+                    wall[label].append(w)
+        finally:
+            if baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True)
+        table = Table(title=f"facetlake run, 10 samples x 2 models x 4 metrics, fresh lake, {repeats} runs each "
+                            f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, Python {platform.python_version()})")
+        for column in ("code", "median CPU s", "min CPU s", "median wall s", "CPU / baseline (median of pairs)"):
+            table.add_column(column)
+        labels = list(trees)
+        for label in labels:
+            ratio = ""
+            if baseline and label != labels[-1]:
+                ratio = f"{statistics.median(a / b for a, b in zip(cpu[label], cpu[labels[-1]])):.2f}"
+            table.add_row(label, f"{statistics.median(cpu[label]):.2f}", f"{min(cpu[label]):.2f}",
+                          f"{statistics.median(wall[label]):.2f}", ratio)
+        Console(width=160).print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--run", action="store_true", help="the CPU cost of a 10-sample facetlake run instead of start-up")
+    parser.add_argument("--baseline", help="with --run: a git revision to run side by side (A B A B)")
     args = parser.parse_args()
+    if args.run:
+        run_table(args.repeats, args.baseline)
+        return
     from rich.console import Console
     from rich.table import Table
 

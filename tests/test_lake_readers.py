@@ -119,6 +119,8 @@ def test_read_scores_native_equals_arrow(evaluated_lake, monkeypatch):
 
 @pytest.mark.slow  # > 10 s in the fast tier (pytest --durations, issue 27)
 def test_a_small_run_loads_neither_pandas_nor_pyarrow_dataset(tmp_path):
+    # two models, so comparisons run their paired tests (McNemar without scipy.stats) and BLEU
+    # loads sacrebleu without portalocker's Redis lock (issue 26, "Fixed cost of a run")
     code = (
         "import sys, os\n"
         "sys.path.insert(0, os.getcwd())\n"
@@ -127,9 +129,10 @@ def test_a_small_run_loads_neither_pandas_nor_pyarrow_dataset(tmp_path):
         "from resources.lake.resource import LakeStore\n"
         "from pipelines.cli.run import print_verdicts\n"
         f"lake = LakeStore(root={str(tmp_path / 'lake')!r})\n"
-        "resolved = run_evaluation(small_spec(name='imports', limit=20), lake, get_instance(capture_logs=False))\n"
+        "models = {'sfres-system': 'precomputed:column=system_output', 'copy-input': 'heuristic:copy-input'}\n"
+        "resolved = run_evaluation(small_spec(name='imports', limit=20, models=models), lake, get_instance(capture_logs=False))\n"
         "print_verdicts(lake, resolved.fingerprint)\n"
-        "print(sorted(m for m in ('pandas', 'pyarrow.dataset', 'great_expectations', 'torch', 'nltk', 'scipy.stats') if m in sys.modules))\n"
+        "print(sorted(m for m in ('pandas', 'pyarrow.dataset', 'great_expectations', 'torch', 'nltk', 'scipy.stats', 'redis', 'duckdb') if m in sys.modules))\n"
     )
     home = tmp_path / "home"
     home.mkdir()

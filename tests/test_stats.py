@@ -136,6 +136,22 @@ def test_mcnemar_exact_known_answer():
     assert res.p_value == pytest.approx(sps.binomtest(1, 10, 0.5).pvalue)
 
 
+def test_mcnemar_exact_equals_scipy_binomtest_on_random_tables():
+    # computed from the binomial CDF (scipy.special.bdtr) so a run needs no scipy.stats: the
+    # same p as scipy.stats.binomtest(b, b + c, 0.5) (two-sided), within 1e-9 relative
+    rng = np.random.default_rng(26)
+    checked = 0
+    for n in (1, 2, 3, 7, 40, 333, 4000):
+        for _ in range(20):
+            x, y = rng.integers(0, 2, n), rng.integers(0, 2, n)
+            res = stats.mcnemar_exact(x, y)
+            b, c = res.extra["b"], res.extra["c"]
+            if b + c:
+                assert res.p_value == pytest.approx(sps.binomtest(b, b + c, 0.5).pvalue, rel=1e-9), (b, c)
+                checked += 1
+    assert checked > 100
+
+
 def test_mcnemar_without_discordant_pairs_and_on_non_binary_input():
     assert stats.mcnemar_exact([1, 0, 1], [1, 0, 1]).p_value == 1.0
     with pytest.raises(stats.StatsError, match="0/1"):

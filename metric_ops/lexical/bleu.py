@@ -17,6 +17,7 @@ chrF and chrF++ (sentence and corpus) are in :mod:`metric_ops.lexical.chrf`.
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 from typing import Any, Sequence
@@ -26,6 +27,24 @@ import numpy as np
 from metric_ops.base import CORPUS_LEVEL, Direction, Metric, Sample, Score, check_lengths
 
 # --------------------------------------------------------------------------- sentence BLEU
+
+def sacrebleu_metrics() -> Any:
+    """``sacrebleu.metrics`` (BLEU, CHRF, TER), imported without portalocker's optional Redis
+    lock: sacrebleu imports portalocker (for its download cache), which imports ``redis`` when
+    it is installed (the ``deploy`` and ``test`` extras), 0.1-0.25 s of every run that scores
+    BLEU spent on a client nothing uses (issue 26, "Fixed cost of a run"). ``portalocker.RedisLock``
+    stays importable and says at use that redis is missing; ``import redis`` elsewhere is
+    unaffected."""
+    if "portalocker" not in sys.modules and "portalocker.redis" not in sys.modules:
+        sys.modules["portalocker.redis"] = None  # type: ignore[assignment]  # portalocker catches the ImportError
+        try:
+            import portalocker  # noqa: F401
+        finally:
+            if sys.modules.get("portalocker.redis", False) is None:
+                del sys.modules["portalocker.redis"]
+    import sacrebleu.metrics
+
+    return sacrebleu.metrics
 
 
 class SacrebleuSentenceMetric(Metric):
@@ -93,9 +112,7 @@ class SentenceBLEU(SacrebleuSentenceMetric):
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
         super().__init__(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
-        from sacrebleu.metrics import BLEU
-
-        self._sacre = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
+        self._sacre = sacrebleu_metrics().BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, effective_order=True)
 
     def _detail(self, result: Any) -> dict[str, Any]:
         return {"bp": result.bp, "precisions": result.precisions}
@@ -161,7 +178,7 @@ def corpus_bleu(
         sacrebleu's ``BLEUScore`` (``.score`` on the 0-100 scale); its signature is
         ``BLEU(...).get_signature()``. An empty corpus raises ``ValueError``.
     """
-    from sacrebleu.metrics import BLEU
+    BLEU = sacrebleu_metrics().BLEU
 
     hyps = list(hypotheses)
     if not hyps:
@@ -200,7 +217,7 @@ class CorpusBLEU(Metric):
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp") -> None:
         super().__init__(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
-        from sacrebleu.metrics import BLEU
+        BLEU = sacrebleu_metrics().BLEU
 
         self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)
 
@@ -233,7 +250,7 @@ class CorpusBLEU(Metric):
 def corpus_bleu_from_stats(stats: Sequence[Sequence[float]], smooth_method: str = "exp") -> float:
     """Corpus BLEU (0-100) from the per-sample ``detail["stats"]`` of ``corpus_bleu`` rows
     (sacrebleu's sufficient statistics: hyp_len, ref_len, 4 matches, 4 totals)."""
-    from sacrebleu.metrics import BLEU
+    BLEU = sacrebleu_metrics().BLEU
 
     bleu = BLEU(smooth_method=smooth_method)
     return bleu._compute_score_from_stats([sum(col) for col in zip(*stats)]).score
@@ -288,6 +305,7 @@ class NltkBLEU(Metric):
         self._smooth = getattr(SmoothingFunction(), f"method{smoothing}")
         self._weights = tuple(1.0 / max_order for _ in range(max_order))
         if tokenize == "13a":
+            sacrebleu_metrics()  # the package first, without the Redis lock
             from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
             self._tok = Tokenizer13a()

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from metric_ops.base import CORPUS_LEVEL, Direction, Metric, Sample, Score, check_lengths
-from metric_ops.lexical.bleu import SacrebleuSentenceMetric, reference_streams
+from metric_ops.lexical.bleu import SacrebleuSentenceMetric, reference_streams, sacrebleu_metrics
 
 # --------------------------------------------------------------------------- sentence chrF
 
@@ -32,7 +32,7 @@ class _ChrFBase(SacrebleuSentenceMetric):
 
     def __init__(self, char_order: int = 6, beta: int = 2, lowercase: bool = False, whitespace: bool = False) -> None:
         super().__init__(char_order=char_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
-        from sacrebleu.metrics import CHRF
+        CHRF = sacrebleu_metrics().CHRF
 
         self._sacre = CHRF(char_order=char_order, word_order=self.word_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
 
@@ -124,7 +124,7 @@ class _CorpusChrFBase(Metric):
     def __init__(self, char_order: int = 6, beta: int = 2, lowercase: bool = False, whitespace: bool = False,
                  eps_smoothing: bool = False) -> None:
         super().__init__(char_order=char_order, beta=beta, lowercase=lowercase, whitespace=whitespace, eps_smoothing=eps_smoothing)
-        from sacrebleu.metrics import CHRF
+        CHRF = sacrebleu_metrics().CHRF
 
         self._chrf = CHRF(char_order=char_order, word_order=self.word_order, beta=beta, lowercase=lowercase,
                           whitespace=whitespace, eps_smoothing=eps_smoothing)
