@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Iterable
 import dagster as dg
 
 from resources import catalog
-from resources.catalog.reads import KINDS
+from resources.catalog.reads import KINDS, keys_by_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from resources.lake.resource import LakeStore
@@ -97,15 +97,10 @@ pair_key = catalog.pair_key
 
 
 def _wanted(lake: "LakeStore") -> dict[str, tuple[list[str], list[str]]]:
-    """partition set -> (its current keys, keys this lake retired), from the catalog."""
-    out: dict[str, tuple[list[str], list[str]]] = {}
-    cache: dict[str | None, tuple] = {}
-    for name, (level, kind) in DIMENSIONS.items():
-        if kind not in cache:
-            cache[kind] = (catalog.current_keys(lake, kind), catalog.retired_keys(lake, kind))
-        (evaluations, pairs), (old_evaluations, old_pairs) = cache[kind]
-        out[name] = (evaluations, old_evaluations) if level == "evaluation" else (pairs, old_pairs)
-    return out
+    """partition set -> (its current keys, keys this lake retired), from one catalog read."""
+    keys = keys_by_kind(lake)
+    return {name: (keys[kind][0], keys[kind][2]) if level == "evaluation" else (keys[kind][1], keys[kind][3])
+            for name, (level, kind) in DIMENSIONS.items()}
 
 
 def _changes(instance: dg.DagsterInstance, name: str, wanted: Iterable[str], stale: Iterable[str]) -> tuple[list[str], list[str]]:

@@ -308,15 +308,29 @@ def _of_kind(evals: pl.DataFrame, pairs: pl.DataFrame, kind: str | None) -> tupl
     return evals, pairs.filter(pl.col("fingerprint").is_in(sorted(fingerprints))) if pairs.height else pairs
 
 
+def _keys(evals: pl.DataFrame, pairs: pl.DataFrame) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(current evaluation keys, current pair keys, retired evaluation keys, retired pair keys)."""
+    ekeys = sorted(evals.filter((pl.col("status") == "current") & ~pl.col("archived"))["partition_key"].to_list()) if evals.height else []
+    pkeys = sorted(pairs.filter(pl.col("status") == "current")["partition_key"].to_list()) if pairs.height else []
+    old_e = sorted(set(evals["partition_key"].to_list()) - set(ekeys)) if evals.height else []
+    old_p = sorted(set(pairs["partition_key"].to_list()) - set(pkeys)) if pairs.height else []
+    return ekeys, pkeys, old_e, old_p
+
+
+def keys_by_kind(lake: LakeStore) -> dict[str | None, tuple[list[str], list[str], list[str], list[str]]]:
+    """For every kind (None: every evaluation, then each of :data:`KINDS`): (current
+    evaluation keys, current pair keys, retired evaluation keys, retired pair keys), from one
+    read of the catalog (what :func:`current_keys` and :func:`retired_keys` return)."""
+    evals, pairs = _evaluations(lake), _read(lake, "pairs")
+    return {kind: _keys(*_of_kind(evals, pairs, kind)) for kind in (None, *KINDS)}
+
+
 def current_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], list[str]]:
     """(evaluation keys, pair keys) of the current fingerprints of active evaluations:
     the dynamic partitions Dagster should know. ``kind`` (one of :data:`KINDS`): only the
     evaluations of that kind (the partition sets of kind-specific assets); raises
     ``ValueError`` for another kind."""
-    evals, pairs = _of_kind(_evaluations(lake), _read(lake, "pairs"), kind)
-    ekeys = sorted(evals.filter((pl.col("status") == "current") & ~pl.col("archived"))["partition_key"].to_list()) if evals.height else []
-    pkeys = sorted(pairs.filter(pl.col("status") == "current")["partition_key"].to_list()) if pairs.height else []
-    return ekeys, pkeys
+    return _keys(*_of_kind(_evaluations(lake), _read(lake, "pairs"), kind))[:2]
 
 
 def retired_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], list[str]]:
@@ -324,11 +338,7 @@ def retired_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], l
     retired, archived): the dynamic partitions to remove. Keys this lake does not know
     (another lake on the same Dagster instance) are never listed. ``kind``: as in
     :func:`current_keys`."""
-    evals, pairs = _of_kind(_evaluations(lake), _read(lake, "pairs"), kind)
-    current_e, current_p = current_keys(lake, kind)
-    ekeys = sorted(set(evals["partition_key"].to_list()) - set(current_e)) if evals.height else []
-    pkeys = sorted(set(pairs["partition_key"].to_list()) - set(current_p)) if pairs.height else []
-    return ekeys, pkeys
+    return _keys(*_of_kind(_evaluations(lake), _read(lake, "pairs"), kind))[2:]
 
 
 def list_evaluations(lake: LakeStore, include_archived: bool = False, include_history: bool = False) -> pl.DataFrame:
