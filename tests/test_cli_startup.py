@@ -136,3 +136,38 @@ def test_no_bottom_of_file_imports_in_cli():
             assert not seen_code, f"import after code at line {node.lineno} of pipelines/cli/__init__.py"
         elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             seen_code = True
+
+
+GC_PROBE = (
+    "import gc, os, sys\n"
+    "sys.path.insert(0, os.getcwd())\n"
+    "import pipelines.runs.heap as heap\n"
+    "if sys.argv[1] == 'cli':\n"
+    "    heap.cli_process()\n"
+    "before = gc.get_freeze_count()\n"
+    "from pipelines.runs.instance import get_instance\n"
+    "instance = get_instance(capture_logs=False)\n"
+    "print(gc.get_threshold(), before, gc.get_freeze_count())\n"
+)
+
+
+@pytest.mark.parametrize("mode", ["cli", "library"])
+def test_the_collector_is_tuned_only_in_a_command_line_process(mode, tmp_path):
+    """issue 26, "Fixed cost of a run": a CLI process raises the collector's thresholds and
+    freezes what its imports left alive when it opens its instance; a test process, a code
+    server or a run worker (which live long) keep CPython's defaults and freeze nothing."""
+    import gc
+
+    from pipelines.runs.heap import THRESHOLDS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
+    env = dict(os.environ, DAGSTER_HOME=str(home))
+    out = subprocess.run([sys.executable, "-c", GC_PROBE, mode], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    threshold, before, after = out.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    if mode == "cli":
+        assert threshold == str(THRESHOLDS) and int(before) == 0 and int(after) > 100_000  # Dagster and the assets, frozen
+    else:
+        assert threshold == str(gc.get_threshold()) and int(after) == 0

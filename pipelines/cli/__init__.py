@@ -92,6 +92,9 @@ def _interrupted() -> None:
 
 def main() -> None:
     """Console entry: run the CLI; print errors as one line (set FACETLAKE_DEBUG=1 for the traceback)."""
+    from pipelines.runs.heap import cli_process
+
+    cli_process()  # the garbage collector's settings of a short-lived process (pipelines/runs/heap.py)
 
     shown: set[str] = set()
 

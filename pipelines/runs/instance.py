@@ -15,6 +15,7 @@ from typing import Iterator
 
 import dagster as dg
 
+from pipelines.runs.heap import freeze_long_lived
 from pipelines.runs.instance_storage import in_process_instance
 from pipelines.runs.run_health import fail_dead_runs
 
@@ -54,7 +55,11 @@ def get_instance(ephemeral: bool = False, capture_logs: bool = True) -> dg.Dagst
     stdout/stderr go to the terminal and are not copied into Dagster's compute logs, and the
     default SQLite event log keeps one engine per file (pipelines/runs/instance_storage.py). Runs
     launched or submitted from this instance would inherit that (the run worker gets this
-    instance's settings), so only pass it where every run stays in this process."""
+    instance's settings), so only pass it where every run stays in this process.
+
+    In a command line process this is where the command has imported what it runs: the
+    objects alive now are frozen for the garbage collector (pipelines/runs/heap.py)."""
+    freeze_long_lived()
     if ephemeral:
         return dg.DagsterInstance.ephemeral()
     home = dagster_home()
