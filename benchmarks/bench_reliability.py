@@ -9,7 +9,12 @@ Prints a table of the cost per call / per commit on a local lake:
 - the generation lease: take + release;
 - the secret check every stored spec passes (issue 26): the detector over a shipped spec,
   and a spec refused for a key under an innocuous name (its cost is paid once per
-  registration, beside a Delta commit).
+  registration, beside a Delta commit);
+- the input bounds (issue 26, fault 4): the regular-file check every input passes, a read of
+  a 1 MiB JSON Lines file through the bounded reader, and the refusals of a FIFO, a symlink to
+  ``/dev/zero`` and a YAML alias bomb (each refused at once, nothing read);
+- anonymisation (issue 26, fault 3): the ``ner`` strategy (the strongest installed) over a
+  text with people, places and organisations, some repeated, per text.
 
     python benchmarks/bench_reliability.py [--calls 64]
 """
@@ -106,6 +111,58 @@ def secret_scans(calls: int, refused: bool) -> int:
     return 0
 
 
+def input_checks(calls: int, case: str) -> int:
+    """The input bounds ``calls`` times: ``regular`` (the check), ``read`` (a 1 MiB JSON Lines
+    file read through the bounded reader), ``fifo`` / ``dev_zero`` (refused) or
+    ``yaml_bomb`` (an alias bomb under ``runtime:``, refused)."""
+    import os
+
+    from resources.datasets.files import DatasetError, check_input_file, load_yaml, read_input_bytes
+
+    folder = Path(tempfile.mkdtemp(prefix="bench_inputs_"))
+    try:
+        data = folder / "data.jsonl"
+        data.write_text("".join(f'{{"id": "{i}", "input": "{"x" * 100}"}}\n' for i in range(9000)), encoding="utf-8")
+        fifo, zero = folder / "fifo.jsonl", folder / "zero.jsonl"
+        os.mkfifo(fifo)
+        zero.symlink_to("/dev/zero")
+        bomb = "runtime:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"  {chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8))
+        for _ in range(calls):
+            if case == "regular":
+                check_input_file(data)
+            elif case == "read":
+                assert len(read_input_bytes(data)) > 2**20
+            else:
+                target = {"fifo": fifo, "dev_zero": zero}.get(case)
+                try:
+                    check_input_file(target) if target else load_yaml(bomb, "bomb.yaml")
+                except DatasetError:
+                    continue
+                raise AssertionError(f"{case} was not refused")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+PII_TEXT = ("Dr. Ingrid Halvorsen met Tomasz Wierzbicki at the Kestrelmoor Cooperative Bank in Ostrava. "
+            "Halvorsen later wrote to Wierzbicki from 14 Rue des Tanneurs, Valbonne-sur-Lys; Amara Okonkwo-Diallo "
+            "of Brightwater Analytics GmbH joined them, and Ingrid Halvorsen said Kestrelmoor Cooperative Bank would pay.")
+
+
+def anonymisations(calls: int) -> int:
+    """The strongest installed strategy (``ner`` with the ``privacy`` extra) over :data:`PII_TEXT` ``calls`` times."""
+    from resources.privacy.anonymise import build_anonymiser, strongest_strategy
+
+    strategy, _ = strongest_strategy()
+    anonymiser = build_anonymiser([strategy])
+    anonymiser.anonymise(PII_TEXT)  # the model loads once, outside the timing of a text
+    for _ in range(calls):
+        out = anonymiser.anonymise(PII_TEXT)
+        assert "Halvorsen" not in out.text, out.text
+    return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=64)
@@ -120,6 +177,12 @@ def main() -> None:
         ("lease: take + release", "lease", lambda lake: leases(lake, n // 8), n // 8),
         ("secret check: a shipped spec (passes)", "spec", lambda lake: secret_scans(n * 16, False), n * 16),
         ("secret check: a spec holding a key (refused)", "spec", lambda lake: secret_scans(n * 16, True), n * 16),
+        ("input: regular-file check (passes)", "file", lambda lake: input_checks(n * 16, "regular"), n * 16),
+        ("input: 1 MiB JSON Lines read, bounded", "file", lambda lake: input_checks(n, "read"), n),
+        ("input: a FIFO (refused, nothing read)", "file", lambda lake: input_checks(n * 16, "fifo"), n * 16),
+        ("input: a symlink to /dev/zero (refused)", "file", lambda lake: input_checks(n * 16, "dev_zero"), n * 16),
+        ("input: a YAML alias bomb under runtime: (refused)", "spec", lambda lake: input_checks(n, "yaml_bomb"), n),
+        ("anonymise: strongest strategy, one planted text", "text", lambda lake: anonymisations(n), n),
     ]
     print(f"{'case':52} {'unit':>7} {'units':>6} {'commits':>8} {'total s':>8} {'ms/unit':>8}")
     for label, unit, fn, units in cases:
