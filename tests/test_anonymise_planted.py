@@ -4,7 +4,8 @@ neighbouring word, and ``auto`` (the default of ``facetlake anonymise``) running
 strongest installed strategy and saying which one ran.
 
 The planted corpus is tests/data/pii_planted (README.md there: how it was made); the
-ner strategy was tuned on its dev and dev2 parts, never on the held-out part.
+ner strategy was tuned on its dev and dev2 parts, then (third round) on the kinds of
+name the held-out part missed; heldout2 was written after that and is not tuned on.
 Measured with the code of benchmarks/bench_pii.py.
 """
 
@@ -46,21 +47,45 @@ def test_recall_of_every_type_on_the_held_out_planted_texts(ner):
     named without an institution word were typed as persons: masked all the same, hence
     "masked" 0.992); one entity of 51 mentioned twice kept a mention. After the
     non-English trade words and place-shape fixes (tuned on the ner set and dev/dev2 only)
-    it measures ORGANIZATION 0.878 at precision 0.878, PERSON precision 0.935. The goal
-    holds for PERSON and LOCATION recall; ORGANIZATION is held to what it measured
-    (docs/privacy.md), short of 0.95. Precision is held too, so recall is not bought with it."""
+    it measured ORGANIZATION 0.878 at precision 0.878, PERSON precision 0.935. The third
+    round (issue 26, fault 3) read these misses and fixed their kinds (institution words
+    of other languages, a surname's own evidence for the full name, place words, one model
+    vote per span, capitalised common words): every type now measures 1.000 / 1.000, every
+    mention replaced (51 of 51). Since its misses were read, this part is no longer held
+    out: heldout2 (the next test) is."""
     bench_pii, pii_texts = _bench()
     data = pii_texts.planted_labelled("heldout")
     assert len(data) >= 60 and sum(len(g) for _, g in data) >= 240
     result = bench_pii.evaluate(ner, data)
-    goal = {"PERSON": 0.95, "LOCATION": 0.95, "ORGANIZATION": 0.87}  # ORGANIZATION: measured 0.878, short of 0.95
-    for kind, n in result["n_gold"].items():
+    for kind, n in result["n_gold"].items():  # measured 1.000 recall and precision for every type
         if n:
-            assert result["recall"][kind] >= goal.get(kind, 1.0), (kind, result["recall"][kind])
+            assert result["recall"][kind] >= 0.95 and result["precision"][kind] >= 0.95, (kind, result["misses"], result["false"])
     assert result["masked"] >= 0.98, result["masked"]
-    assert result["all_mentions"] >= 0.98 and result["n_detected_groups"] >= 45, result["partial"]
+    assert result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 45, result["partial"]
     assert result["swallowed"] == []
-    assert min(result["precision"][t] for t in NER_TYPES) >= 0.85, result["precision"]
+
+
+@pytest.mark.slow  # about 1 s of texts, but loads the pipeline like the test above
+def test_the_second_held_out_part_holds_what_it_measured(ner):
+    """heldout2 (40 texts, 75 persons, 55 places, 47 organisations) was written after the
+    third round's fixes and before the new code ran on it; measured once, not tuned on:
+    PERSON 1.000 / 0.843, LOCATION 0.891 / 0.925, ORGANIZATION 0.745 / 1.000 (the code
+    before the third round: 1.000 / 0.852, 0.891 / 0.891, 0.723 / 1.000). Organisations
+    named by institution words the lists lack (Finnish "Sairaala", Lithuanian "Klinikos",
+    Ukrainian "Pekarnia", Māori "Te Rūnanga", acronyms the model misses) are typed as
+    persons or places: masked all the same (0.966). Every mention of a detected entity is
+    replaced (35 of 35); one replacement covers a sentence-opening adverb ("Later"). The
+    floors are what it measured, short of issue 26's 0.95 for LOCATION and ORGANIZATION
+    recall and PERSON precision (docs/privacy.md)."""
+    bench_pii, pii_texts = _bench()
+    data = pii_texts.planted_labelled("heldout2")
+    assert len(data) == 40 and sum(len(g) for _, g in data) == 177
+    result = bench_pii.evaluate(ner, data)
+    floors = {"PERSON": (0.95, 0.84), "LOCATION": (0.89, 0.92), "ORGANIZATION": (0.74, 0.95)}  # measured above
+    for kind, (recall, precision) in floors.items():
+        assert result["recall"][kind] >= recall and result["precision"][kind] >= precision, (kind, result["recall"][kind], result["precision"][kind])
+    assert result["masked"] >= 0.96 and result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 35, result["partial"]
+    assert len(result["swallowed"]) <= 1, result["swallowed"]
 
 
 def test_the_tuning_parts_and_the_earlier_sets_hold_too(ner):
@@ -97,6 +122,8 @@ def test_every_type_reaches_the_goal_on_the_ner_set(ner):
     for kind, n in dev["n_gold"].items():
         if n and kind not in NER_TYPES:
             assert dev["recall"][kind] == 1.0 and dev["precision"][kind] == 1.0, kind
+    for kind in NER_TYPES:  # measured 1.000 / 1.000 each ("Complaint filed by …" was an organisation: 0.929)
+        assert dev["recall"][kind] >= 0.95 and dev["precision"][kind] >= 0.95, (kind, dev["misses"], dev["false"])
 
 
 def test_the_bench_says_not_met_when_a_target_is_missed():
@@ -214,9 +241,77 @@ def test_no_held_out_name_is_in_a_word_list():
     for value in vars(lex).values():
         if isinstance(value, (frozenset, tuple)):
             listed |= {fold(str(w)).rstrip(".") for w in value}
-    for text, gold in pii_texts.planted_labelled("heldout"):
+    for text, gold in pii_texts.planted_labelled("heldout") + pii_texts.planted_labelled("heldout2"):
         for kind, a, b in gold:
             name = text[a:b]
             assert fold(name) not in listed, name
             if kind == "PERSON":
                 assert not {fold(w) for w in name.split()} & {fold(n) for n in lex.GIVEN_NAMES_WORLD}, name
+
+
+@pytest.mark.parametrize(("text", "sent"), [
+    # a lone surname's own evidence is the full name's ("Gannet lives" makes "Emrys Gannet" a person)
+    ("Write to Emrys Gannet at emrys@gannet-farm.example. Gannet lives in Llandysul.",
+     "Write to [PERSON_1] at [EMAIL_ADDRESS_1]. [PERSON_1] lives in [LOCATION_1]."),
+    # place words: a stop word opening a place ("Much"), landform plurals, a Nordic place ending
+    ("Mrs Eudora Pilbeam of Much Wenlow wrote to the parish clerk.", "Mrs [PERSON_1] of [LOCATION_1] wrote to the parish clerk."),
+    ("The sheriff of Copperhead Flats fined Lyle Standish.", "The sheriff of [LOCATION_1] fined [PERSON_1]."),
+    ("Hildur Bragadóttir says the road to Vopnafjörður Ytri is closed.", "[PERSON_1] says the road to [LOCATION_1] is closed."),
+    # "left X for Y": Y is a destination
+    ("Karim Haddadeen left Madaba for Ajloun. Karim now teaches at Ajloun Science Academy.",
+     "[PERSON_1] left [LOCATION_1] for [LOCATION_2]. [PERSON_1] now teaches at [ORGANIZATION_1]."),
+    # institution words of other languages: Romance openers, transport lines, German and Turkish trade words,
+    # Icelandic and Polish institution nouns, a Turkish legal form, "Hotel …"
+    ("The prize went to Archivio Storico di Tranelli; its head Ugo Sannicandro accepted it.",
+     "The prize went to [ORGANIZATION_1]; its head [PERSON_1] accepted it."),
+    ("Riikka Heinonen complained to Lapin Linjat about the late bus.", "[PERSON_1] complained to [ORGANIZATION_1] about the late bus."),
+    ("Orders go to Spessarter Glashütte; Anselm Wirth collects them.", "Orders go to [ORGANIZATION_1]; [PERSON_1] collects them."),
+    ("Ayten Korkmaz runs Korkmaz Denizcilik in Mersin.", "[PERSON_1] runs [ORGANIZATION_1] in [LOCATION_1]."),
+    ("Sigþór Hallsson leads Skógræktarfélagið in Borgarnes.", "[PERSON_1] leads [ORGANIZATION_1] in [LOCATION_1]."),
+    ("Kazimiera Gołębiowska pracuje w Nadleśnictwo Hajnówka.", "[PERSON_1] pracuje w [ORGANIZATION_1]."),
+    ("Bursa Tekstil Sanayi A.Ş. pays Hülya Karakoç in cash.", "[ORGANIZATION_1]. pays [PERSON_1] in cash."),
+    ("Dear Tjaša, the room at Hotel Zlatorog in Bohinj is booked.", "Dear [PERSON_1], the room at [ORGANIZATION_1] in [LOCATION_1] is booked."),
+    # a legal form that is also a name particle ("AB") stays in the name
+    ("Norrland Skog AB fined Elsa Wikström. Wikström appealed.", "[ORGANIZATION_1] fined [PERSON_1]. [PERSON_1] appealed."),
+    # an acronym, "the charity X", and the object of "hired"
+    ("Agnese Pavanello joined FIMA in Trento; FIMA makes valves.", "[PERSON_1] joined [ORGANIZATION_1] in [LOCATION_1]; [ORGANIZATION_1] makes valves."),
+    ("The charity Manos Unidas Perú paid Wilfredo Ccahuana for the repairs.", "The charity [ORGANIZATION_1] paid [PERSON_1] for the repairs."),
+    ("Ridgeback Community College hired Wanbli Iron Shell.", "[ORGANIZATION_1] hired [PERSON_1]."),
+    # a French place preposition
+    ("Émilie Vautrin dirige la Mutuelle Agricole du Perche à Mortagne.", "[PERSON_1] dirige la [ORGANIZATION_1] à [LOCATION_1]."),
+    # capitalised common words with only the model's vote are no names; nor a German noun before "der"
+    ("Complaint filed by Rhodri Penberthy against Tywyn Slate Ltd.", "Complaint filed by [PERSON_1] against [ORGANIZATION_1]."),
+    ("Invoice to Gordana Petrović, Kralja Petra 9, 11000 Beograd.", "Invoice to [PERSON_1], [LOCATION_1], [LOCATION_2]."),
+    ("Thanks for the Update. Overall the Project is on track.", "Thanks for the Update. Overall the Project is on track."),
+    ("Herr Eckbert Lammerding wohnt in der Fliederweg 7, 49733 Haren-Ost. Lammerding ist Mitglied der Emsländer Landvolk "
+     "Genossenschaft.", "Herr [PERSON_1] wohnt in der [LOCATION_1], [LOCATION_2]. [PERSON_1] ist Mitglied der [ORGANIZATION_1]."),
+])
+def test_third_round_rules_on_fresh_sentences(ner, text, sent):
+    """Each rule of the third round (issue 26, fault 3), on sentences in no benchmark text;
+    each of these sentences was typed wrongly before it."""
+    assert ner.anonymise(text).text == sent
+
+
+def test_a_name_the_model_cuts_in_pieces_gets_one_vote(monkeypatch):
+    """The model's two pieces of one name ("Tancredi" ORG, "Lupinacci" ORG) widened to the
+    same chunk are one vote, not two that outweigh the name's shape."""
+    from resources.privacy.anonymise.ner import NERRecogniser
+
+    text = "Gualtiero Moscatelli opened a forge."
+    recogniser = NERRecogniser()
+    real = recogniser.analyse
+    monkeypatch.setattr(recogniser, "analyse", lambda t: (
+        [(0, 9, "ORGANIZATION", 1.0), (10, 20, "ORGANIZATION", 1.0)], *real(t)[1:]))
+    assert {(e.text, e.type) for e in recogniser.find(text)} == {("Gualtiero Moscatelli", "PERSON"), ("Gualtiero", "PERSON"), ("Moscatelli", "PERSON")}
+
+
+def test_a_surname_alone_lends_its_votes_to_the_full_name_not_to_a_firm_named_after_it():
+    from resources.privacy.anonymise.ner import NERRecogniser
+
+    text = "Present: Gerolf Kuijpers. Kuijpers wrote it. Quartermaine said Quartermaine Aggregates paid."
+    zero = {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0}
+    votes = {(9, 24): {**zero, "ORGANIZATION": 2.0}, (26, 34): {**zero, "PERSON": 2.5},
+             (45, 57): {**zero, "PERSON": 1.0}, (63, 86): {**zero, "PERSON": 1.0, "ORGANIZATION": 2.0}}
+    assert [text[a:b] for a, b in votes] == ["Gerolf Kuijpers", "Kuijpers", "Quartermaine", "Quartermaine Aggregates"]
+    typed = NERRecogniser._type(text, votes)
+    assert typed["Gerolf Kuijpers"] == "PERSON" and typed["Quartermaine Aggregates"] == "ORGANIZATION"

@@ -138,7 +138,7 @@ def test_privacy_block_and_cli_accept_the_ner_strategy(tmp_path):
 def test_recall_and_precision_targets_on_the_planted_set():
     """The issue's targets on benchmarks/pii_texts.py's NER set (44 texts, 250 planted
     entities); measured by the same code as benchmarks/bench_pii.py. The held-out set is
-    held to what it measured (see the benchmark's docstring and docs/privacy.md)."""
+    held to the same targets (measured 1.000 each; docs/privacy.md)."""
     sys.path.insert(0, str(BENCH))
     try:
         from bench_pii import evaluate
@@ -151,4 +151,7 @@ def test_recall_and_precision_targets_on_the_planted_set():
     assert min(result["precision"][t] for t in ("PERSON", "LOCATION", "ORGANIZATION")) >= 0.95, result["precision"]
     assert result["consistent"] == 1.0 and result["masked"] >= 0.97
     held = evaluate(anonymiser, holdout_labelled())
-    assert held["recall"]["PERSON"] >= 0.95 and held["recall"]["LOCATION"] >= 0.90 and held["masked"] >= 0.95, json.dumps(held["recall"])
+    # measured 1.000 / 1.000 for every type after issue 26, fault 3's third round ("Orgelbau …": ORGANIZATION 0.941 before)
+    for kind in ("PERSON", "LOCATION", "ORGANIZATION"):
+        assert held["recall"][kind] >= 0.95 and held["precision"][kind] >= 0.95, json.dumps([held["recall"], held["precision"]])
+    assert held["masked"] >= 0.95

@@ -63,7 +63,7 @@ COUNTRIES_AND_REGIONS = frozenset(
     philippines poland portugal qatar romania russia scotland senegal serbia singapore slovakia slovenia somalia spain
     sweden switzerland syria taiwan tanzania thailand tunisia turkey uganda ukraine uruguay venezuela vietnam wales
     yemen zambia zimbabwe deutschland frankreich österreich schweiz españa italia bavaria bayern catalonia tuscany
-    california texas florida ontario quebec queensland andalusia brittany normandy saxony
+    california texas florida ontario quebec queensland andalusia brittany normandy saxony usa uk uae drc
     """.split()
 ) | frozenset({
     "united states", "united kingdom", "united arab emirates", "south africa", "new zealand", "saudi arabia",
@@ -137,6 +137,7 @@ ORG_HEAD_WORDS = frozenset(
     aviation airways mining oil gas petroleum chemicals steel foods beverages apparel fashion textile design games
     diagnostics therapeutics biosciences genomics biotech biologics optics electronics engineering architects
     surveyors accountants recruitment joinery roofing plumbing haulage removals imports exports supplies rentals
+    observatory archive archives laboratory lines guild syndicate consortium collective
     """.split()
 )
 
@@ -152,6 +153,9 @@ ORG_LEAD_WORDS = frozenset(
     escuela escola scuola école lycée colegio hochschule akademie académie academia museo musée muzeum biblioteca
     bibliothèque teatro théâtre banco caja caisse crédit mutuelle groupe grupo gruppo clínica clinique szpital
     krankenhaus stadtwerke landkreis ayuntamiento municipalidad comune
+    osservatorio observatorio observatoire observatório archivio archivo archives arquivo laboratorio laboratoire
+    laboratório consorzio consorcio consórcio azienda ente ufficio oficina bureau cámara camera câmara
+    prefeitura prefettura préfecture mairie gemeinde stadtverwaltung hotel hôtel hostal albergo gasthof gasthaus
     dansk danske norsk norske svensk svenska svenske suomen deutsche deutscher österreichische schweizerische
     nederlandse polska polskie česká české slovenská eesti latvijas lietuvos íslenska
     """.split()
@@ -191,6 +195,7 @@ ORG_LEGAL_FORMS = frozenset(
     """
     Inc Ltd LLC LLP PLC plc Corp Co GmbH mbH AG KG OHG UG eG SE SA NV BV VOF AB Oy Oyj AS ASA A/S ApS ehf hf Kft Zrt
     Nyrt Bt SpA Srl SARL SAS SL SLU Ltda Lda Pty Bhd Pte KK Sdn s.r.o a.s d.o.o d.d S.A S.p.A S.r.l S.L e.V Cie
+    A.Ş AŞ
     """.split()
 )
 
@@ -201,6 +206,12 @@ ORG_WORD_ENDINGS = (
     "forening", "förening", "forbund", "förbund", "selskab", "selskap", "kompani", "opisto", "yhtiö", "osuuskunta",
     "kwekerij", "bedrijf", "vereniging", "stichting", "spółdzielnia", "spółdzielczy", "spółka", "szövetkezet",
     "egyesület", "társaság", "družstvo", "společnost", "zadruga", "društvo", "kooperativ", "kooperatif", "şirketi",
+    # Turkish names of a trade or industry ("Halıcılık" carpet-making, "Denizcilik" shipping)
+    "cılık", "cilik", "culuk", "cülük", "çılık", "çilik", "çuluk", "çülük",
+    # Polish institution nouns ("Nadleśnictwo" forest district, "Towarzystwo" society, "Starostwo")
+    "ctwo", "stwo",
+    # Icelandic institution words ("…gerðin" the works, "…stofnun" institute, "…stofan" office, "…félagið" society)
+    "gerðin", "stofnun", "stofan", "félag", "félagið", "sjóður",
 )
 
 # Endings that make a compound word an institution's name only as part of a longer word
@@ -209,6 +220,7 @@ ORG_WORD_ENDINGS = (
 ORG_COMPOUND_ENDINGS = (
     "center", "centre", "zentrum", "centrum", "senter", "palvelu", "palvelut", "tidning", "tidningen", "zeitung",
     "verlag", "brauerei", "druckerei", "bryggeri", "rederi", "apotheke", "apotek",
+    "hütte", "bau",
 )
 
 # Generic nouns that end the name of a place ("Cobble Creek", "Ōtaki Forks", "Ashcombe Magna").
@@ -217,15 +229,21 @@ PLACE_HEAD_WORDS = frozenset(
     creek forks fork valley vale hill hills heights lake lakes bay river falls springs junction bridge harbour harbor
     port island islands isle beach mountain mountains mount cove point ridge green downs down marsh moor moors fen
     heath ness glen dale ford crossing landing bend gap hollow meadows magna parva minor regis village town city
-    county parish township municipality
+    county parish township municipality flats plains sands wells woods rapids narrows cliffs dunes pines oaks
+    eystri ytri nyrðri syðri airport airfield
     """.split()
 )
+
+# Endings of a word that make it a place name in other languages ("Borgarfjörður",
+# "Hardangerfjorden"): counted for a word of more than the ending and three letters.
+PLACE_WORD_ENDINGS = ("fjörður", "fjordur", "fjorden", "fjord", "fjärden", "fjärd", "jökull", "vatnet")
 
 # Words that open the name of a place ("Little Ockbury", "Nowe Rzepiska", "Sankt Ilgen").
 PLACE_LEAD_WORDS = frozenset(
     """
     upper lower nether great little north south east west new old saint st san santa são sankt bad ober unter nieder
     groß gross klein alt neu nowe nowa nowy stare stara stary horní dolní velké malé veliki mali gornji donji te
+    much norra södra östra västra nordre søndre øvre nedre
     """.split()
 )
 
@@ -338,7 +356,7 @@ GIVEN_NAMES_WORLD = frozenset(
 ORG_ANY_WORDS = frozenset(
     """
     agro tech pharma bio eco auto telecom invest trans express international global holding holdings industries
-    logistik logistics transport transporte trading
+    logistik logistics transport transporte trading avia aero
     """.split()
 )
 
@@ -356,6 +374,7 @@ ORG_TRADE_WORDS = frozenset(
     tidning tidningen avis avisen zeitung krant lehti sanomat gazzetta giornale periódico diario jornal gazeta
     nautica náutica nautique nautik
     trasporti transportes transports transporte transport kuljetus liikenne nakliyat doprava spedition
+    linjat linja-autot linjer linien líneas linee
     mobili muebles móveis meubles möbel meubelen møbler möbler huonekalu mobilya meble
     tessile tessuti textil textiles tekstil tekstiili textilwerk
     vesi acqua aguas wasser vatten vand energia energie energi sähkö

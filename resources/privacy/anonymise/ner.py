@@ -46,7 +46,13 @@ def _person_verb(word: str) -> bool:
     return bool({w, w + "s", w + "es", w + "ed", w + "d", w[:-1] + "ied"} & _PERSON_VERBS)
 
 
-_STRONG_PLACE_PREPOSITIONS = frozenset({"in", "near", "outside", "inside", "around", "across", "through", "into"})
+_STRONG_PLACE_PREPOSITIONS = frozenset({"in", "near", "outside", "inside", "around", "across", "through", "into", "à", "nach"})
+# nouns that, right before a name, say what kind of body it is ("the charity X", "its supplier, X")
+_ORG_APPOSITION_NOUNS = frozenset(
+    "charity firm company publisher broadcaster airline supplier retailer manufacturer brand startup insurer lender "
+    "operator carrier ngo cooperative employer contractor subsidiary club".split())
+# verbs whose object is mostly a person: "hired Wanbli Iron Shell", "fired X"
+_PERSON_OBJECT_VERBS = frozenset("hired fired promoted interviewed dismissed sacked appointed married arrested".split())
 # prepositions that make a name the complement of a noun before it ("the mayor of X said"):
 # a verb after the name has that noun as its subject, not the name
 _COMPLEMENT_PREPOSITIONS = frozenset({"of", "in", "at", "from", "near", "for"})
@@ -72,6 +78,52 @@ def surname_comma_given(text: str, start: int, end: int) -> bool:
     """
     m = re.match(rf",\s+([{_UP}][\w'’-]+)(?!\s+[{_UP}])", text[end : end + 40])
     return bool(m) and _given(m.group(1).lower()) and m.group(1).lower() not in lex.AMBIGUOUS_GIVEN_NAMES
+def institutional(lowered: list[str]) -> bool:
+    """Whether a name's words (lower case, punctuation stripped) hold an institution word:
+    one ending or opening it, a legal form or institution ending, or a trade word."""
+    given_first = len(lowered) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
+    return (lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
+            or spans_mod.organisation_evidence(lowered) > 0)
+
+
+_AFTER_NAME = re.compile(r"(?:\s+(?:has|had|have|was|is|will|would|also|then|now|later|still|never|often|always|once|has been|had been))*\s+([\w-]+)")
+
+
+def _bare_part_evidence(text: str, start: int, end: int, votes: Mapping[tuple[int, int], object]) -> float:
+    """PERSON votes (1.5) for a name of two or three words from a mention elsewhere of its
+    last word alone ("Iestyn Pennant … Pennant lives in …"): followed by a verb whose
+    subject is mostly a person, or by a possessive and a person's belonging. A mention
+    inside another multi-word candidate is not alone. Never raises."""
+    words = text[start:end].split()
+    part = words[-1].strip(".,;:") if 2 <= len(words) <= 3 else ""
+    if len(part) < 3 or not part[0].isupper():
+        return 0.0
+    for m in re.finditer(rf"(?<![\w'’-]){re.escape(part)}(?![\w-])", text):
+        if start <= m.start() < end or any(a <= m.start() < b and " " in text[a:b] for a, b in votes):
+            continue
+        after = _AFTER_NAME.match(text[m.end() : m.end() + 40])
+        if (after and _person_verb(after.group(1))) or spans_mod.person_evidence(text, m.start(), m.end()) >= 2.5:
+            return 1.5
+    return 0.0
+
+
+def _weak_openers(text: str, votes: Mapping[tuple[int, int], Mapping[str, float]]) -> list[tuple[int, int]]:
+    """Spans that are one English word opening a sentence or after "the", every time they
+    occur, with no more evidence than the model's one vote ("Complaint filed by …", "Bill
+    to …", "the Update"): a capitalised common word, not a name. Never raises."""
+    forms: dict[str, list[tuple[int, int]]] = {}
+    for key in votes:
+        forms.setdefault(text[key[0] : key[1]], []).append(key)
+    out = []
+    for form, keys in forms.items():
+        if " " in form or not spans_mod.Dictionary.is_common(form):
+            continue
+        if all((spans_mod.sentence_initial(text, a) or re.search(r"(?<![\w])the\s+$", text[max(0, a - 5) : a]))
+               and sum(votes[(a, b)].values()) <= 1.0 for a, b in keys):
+            out.extend(keys)
+    return out
+
+
 _STREET_WORDS = frozenset(w.rstrip(".") for w in lex.STREET_SUFFIXES) | {"Straße", "Strasse", "Allee", "Gasse", "Platz", "Weg"}
 
 
@@ -86,9 +138,15 @@ class NERRecogniser:
     type is a vote: the model's label (1), the rule recogniser's (1.5), a title or role
     word before it (3: "Dr.", "tenant", "Dear"), a known given name first (2), an
     institution word ending it or opening it (3: "... Freight", "Fondazione ..."), a
-    gazetteer place (2.5), a place preposition before a single word (0.75: "in", "near").
-    Every mention with the same text shares its votes, and a surname or given name alone
-    joins the votes of the full name it belongs to. Finally every occurrence of a typed
+    gazetteer place (2.5), a place preposition before a single word (0.75: "in", "near"),
+    an acronym (ORGANIZATION 1.5), "the charity X" (ORGANIZATION 3), "hired X" (PERSON
+    1.5), a bare later mention of the last word before a person's verb (PERSON 1.5: "…
+    Pennant. Pennant lives"). The model votes once per span and label, however many pieces
+    it cut the name into; a lone common English word opening a sentence or after "the"
+    with only the model's vote is dropped ("Complaint filed by"). Every mention with the
+    same text shares its votes, a surname alone typed a person lends its votes to the
+    full name (not an institution's), and a surname or given name alone joins the votes
+    of the full name it belongs to. Finally every occurrence of a typed
     form (and a person's surname and given name) anywhere in the text is a mention
     (consistent-mention propagation). Word lists: :mod:`resources.privacy.anonymise.lexicon`.
     Measured by ``benchmarks/bench_pii.py``.
@@ -162,10 +220,19 @@ class NERRecogniser:
 
         spans, proper, propn, other = self.analyse(text)
         chunks = [c for c in spans_mod.name_chunks(text, propn, keep={a for a, _, _, _ in spans}) if c not in other]
+        model_votes: set[tuple[int, int, str | None]] = set()
         for start, end, kind, _ in spans:
             for a, b in spans_mod.repair(text, start, end, chunks):
                 if " " not in text[a:b] and spans_mod.Dictionary.is_stop(text[a:b]):
                     continue  # a lone stop or label word is no name ("IBAN GB82 …", "Il signor …")
+                tail = re.search(r"\s+(\w+)$", text[a:b])
+                if tail and tail.group(1) in lex.NAME_PARTICLES:  # a name does not end with "der", "de" (but "AB" is a legal form)
+                    b = a + tail.start()
+                    if " " not in text[a:b] and not any(c0 <= a and b <= c1 for c0, c1 in chunks):
+                        continue  # "Mitglied der …": a common word the chunks left out, before a name
+                if (a, b, kind) in model_votes:
+                    continue  # one vote per span and label, however many pieces the model cut it into
+                model_votes.add((a, b, kind))
                 vote(a, b, kind, 1.0)
         from_model = set(votes)
         rule_streets = []
@@ -227,6 +294,8 @@ class NERRecogniser:
         for a, b in addresses:
             votes[(a, b)] = {"PERSON": 0.0, "LOCATION": 4.0, "ORGANIZATION": 0.0}
         self._weigh(text, votes)
+        for key in _weak_openers(text, votes):
+            del votes[key]
         return self._propagate(text, self._type(text, votes))
 
     def _weigh(self, text: str, votes: dict[tuple[int, int], dict[str, float]]) -> None:
@@ -239,6 +308,12 @@ class NERRecogniser:
             prev = before[-1].lower() if before else ""
             if prev in lex.PERSON_LEAD_WORDS or prev in {t.lower() for t in lex.TITLES}:
                 box["PERSON"] += 3.0
+            elif prev in _PERSON_OBJECT_VERBS:
+                box["PERSON"] += 1.5
+            elif prev in _ORG_APPOSITION_NOUNS:
+                box["ORGANIZATION"] += 3.0
+            if re.fullmatch(r"[A-Z]{2,6}", span) and fold(span) not in place_names():
+                box["ORGANIZATION"] += 1.5  # an acronym ("FIMA", "KNUST") names an institution more than a person
             given_first = len(words) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
             if given_first:
                 box["PERSON"] += 2.0
@@ -264,7 +339,7 @@ class NERRecogniser:
                 box["LOCATION"] += 3.0
             for kind, weight in spans_mod.shape_evidence(words, given_first).items():
                 box[kind] += 0.0 if institutional else weight
-            after = re.match(r"(?:\s+(?:has|had|have|was|is|will|would|also|then|now|later|still|never|often|always|once|has been|had been))*\s+([\w-]+)", text[end : end + 40])
+            after = _AFTER_NAME.match(text[end : end + 40])
             if after and _person_verb(after.group(1)) and prev not in _COMPLEMENT_PREPOSITIONS:
                 box["PERSON"] += 1.5  # not "the council of Little Hadham thanked": the council thanked
             before_comma = re.search(rf"([{_UP}][\w'’-]*),\s+$", text[max(0, start - 40) : start])
@@ -276,6 +351,7 @@ class NERRecogniser:
                     and not place and not place_shape and all(w[:1].isupper() for w in words)
                     and not (spans_mod.Dictionary.head_noun(lowered[-1]) and not spans_mod.is_place(lowered[-1]))):
                 box["PERSON"] += 1.25  # two to four capitalised words, no institution word, not a place: mostly a person
+            box["PERSON"] += _bare_part_evidence(text, start, end, votes)
             if not any(box.values()):  # a name with no evidence of its type is still a name
                 box["LOCATION" if len(words) == 1 and prev in lex.LOCATION_LEAD_WORDS else "PERSON"] += 0.5
 
@@ -288,6 +364,12 @@ class NERRecogniser:
             total = groups.setdefault(text[start:end], {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0})
             for k, v in box.items():
                 total[k] += v
+        lone_person = {form: total["PERSON"] for form, total in groups.items()
+                       if " " not in form and total["PERSON"] > 0 and max(total, key=total.get) == "PERSON"}
+        for full, total in groups.items():  # a surname alone that is a person's votes for the full name
+            parts = full.split()  # (not a first word: "Quartermaine Aggregates" is named after a person)
+            if len(parts) >= 2 and not institutional([w.strip(".,;:").lower() for w in parts]):
+                total["PERSON"] += lone_person.get(parts[-1], 0.0)
         for form, total in list(groups.items()):
             if " " in form:
                 continue

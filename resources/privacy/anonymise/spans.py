@@ -36,10 +36,14 @@ _STOP_EXTRA = frozenset(
     i i'm i've i'd i'll monday tuesday wednesday thursday friday saturday sunday january february march april may june
     july august september october november december mr mrs ms dr prof sir madam mx miss dear hi hello regards thanks
     cheers subject re fwd from to cc attendees attendance minutes note ok yes no
-    iban bic swift vat tel fax login il gli
+    iban bic swift vat tel fax login il gli ein eine einen einem einer une
     """.split()
 )
 _PARTICLE_SPLIT = frozenset(lex.NAME_PARTICLES) | {"of", "for", "&"}
+# the endings compared with folded words (fold: lower case, accents off; "şirketi" -> "sirketi")
+ORG_ENDINGS = tuple(sorted({fold(e) for e in lex.ORG_WORD_ENDINGS}))
+_COMPOUND_ENDINGS = tuple(sorted({fold(e) for e in lex.ORG_COMPOUND_ENDINGS}))
+_PLACE_ENDINGS = tuple(sorted({fold(e) for e in lex.PLACE_WORD_ENDINGS}))
 
 
 def is_capitalised(word: str) -> bool:
@@ -166,7 +170,7 @@ def name_chunks(text: str, propn: Callable[[int], bool | None] | None = None, ke
                     k += 1
                 particles = [words[m].group().lower() for m in range(j + 1, k)]
                 joins = gap == " " and k < len(words) and text[words[k - 1].end() : words[k].start()] == " " and is_capitalised(words[k].group())
-                institutional = lw in lex.ORG_HEAD_WORDS or lw in lex.ORG_LEAD_WORDS or fold(lw).endswith(lex.ORG_WORD_ENDINGS)
+                institutional = lw in lex.ORG_HEAD_WORDS or lw in lex.ORG_LEAD_WORDS or fold(lw).endswith(ORG_ENDINGS)
                 if joins and ({"of", "for"} & set(particles)) and not institutional:
                     joins = False
                 if joins and "and" in particles:
@@ -189,6 +193,8 @@ def name_chunks(text: str, propn: Callable[[int], bool | None] | None = None, ke
         while run:
             first = words[run[0]].group()
             lower = first.lower()
+            if lower in lex.PLACE_LEAD_WORDS and len(run) > 1 and not Dictionary.is_stop(words[run[1]].group()):
+                break  # a place word opening a name, stop word or not ("Much Hadlow", "Upper Slaughter")
             if lower in _STOP_EXTRA or Dictionary.is_stop(first) or lower in lex.PERSON_LEAD_WORDS or lower.rstrip(".") in {t.lower() for t in lex.TITLES}:
                 run.pop(0)
             elif sentence_initial(text, words[run[0]].start()) and Dictionary.is_common(first) and words[run[0]].start() not in keep \
@@ -198,7 +204,7 @@ def name_chunks(text: str, propn: Callable[[int], bool | None] | None = None, ke
                 run.pop(0)
             else:
                 break
-        while run and (words[run[-1]].group().lower() in _PARTICLE_SPLIT | {"and"}):
+        while run and (words[run[-1]].group().lower() in _PARTICLE_SPLIT | {"and"}) and words[run[-1]].group() not in lex.ORG_LEGAL_FORMS:
             run.pop()
         for k in range(1, len(run) - 1):  # "Kundin von Harzer Volksbank": a person's word, then an institution
             if words[run[k]].group().lower() in lex.NAME_PARTICLES and organisation_evidence([words[m].group() for m in run[k + 1 :]]) \
@@ -331,14 +337,17 @@ def _words_before(text: str, start: int, n: int = 8) -> list[str]:
     return re.findall(r"[\w'’-]+", clause)[-n:]
 
 
-_TRAVEL_NOUNS = frozenset("ferry flight flights train trains bus road route trip journey ticket tickets way drive ride".split())
+_TRAVEL_NOUNS = frozenset("ferry flight flights train trains bus road route trip journey ticket tickets way drive ride pass track".split())
+# verbs of leaving: "for X" after them names a destination ("left Ajloun for X", "set off for X")
+_LEAVE_VERBS = frozenset("left leave leaves leaving departed depart departs set sets headed heads bound sailed".split())
 _VISIT_VERBS = frozenset("visited visit visits visiting left leave leaves leaving reached reach reaches fled flee flees toured entered evacuated".split())
 
 
 def place_evidence(text: str, start: int, end: int) -> float:
     """LOCATION votes from the words around a span: "between X and Y" (1.5), "from"/"to"
     after a verb of motion or a travel noun (1.5: "moved … to X", "the ferry to X"), the
-    object of "visited", "left", "reached", "fled" (1.25), "<village|mayor|north…> of X"
+    object of "visited", "left", "reached", "fled" (1.25), "for X" after "left", "set off",
+    "headed" (1.5: "left Ajloun for X"), "<village|mayor|north…> of X"
     (2), "X-based" and "X, a village|town|city" (2)."""
     before = [w.lower() for w in _words_before(text, start)]
     after = text[end : end + 24]
@@ -352,6 +361,8 @@ def place_evidence(text: str, start: int, end: int) -> float:
         score += 1.5
     if prev in _VISIT_VERBS:
         score += 1.25
+    if prev == "for" and any(w in _LEAVE_VERBS for w in before[-5:-1]):
+        score += 1.5
     if prev == "of" and len(before) >= 2 and before[-2] in lex.PLACE_OF_NOUNS:
         score += 2.0
     if re.match(r"-based\b|,\s+a\s+(?:small\s+|little\s+)?(?:village|town|city|hamlet|suburb|port)\b", after):
@@ -378,9 +389,9 @@ def organisation_evidence(words: list[str]) -> float:
         if core in lex.ORG_LEGAL_FORMS or core.rstrip(".") in lex.ORG_LEGAL_FORMS:
             return 4.0
         folded = fold(core)
-        if any(folded.endswith(e) and len(folded) >= len(e) for e in lex.ORG_WORD_ENDINGS):
+        if folded.endswith(ORG_ENDINGS):
             return 4.0
-        if any(folded.endswith(fold(e)) and len(folded) > len(e) + 2 for e in lex.ORG_COMPOUND_ENDINGS):
+        if any(folded.endswith(e) and len(folded) > len(e) + 2 for e in _COMPOUND_ENDINGS):
             return 4.0
     return 0.0
 
@@ -392,7 +403,8 @@ def is_place(word: str) -> bool:
 
 def shape_evidence(words: list[str], given_first: bool) -> dict[str, float]:
     """Votes from a span's own words: a hyphenated place form ("Thornwick-on-Sea",
-    "Llanfihangel-y-Creuddyn", "Grevenbroich-Süd", "Saint-…": LOCATION 2.5); for several
+    "Llanfihangel-y-Creuddyn", "Grevenbroich-Süd", "Saint-…": LOCATION 2.5), a place-word
+    ending of another language ("…fjörður", "…fjorden": LOCATION 2.5); for several
     words, a place word ending or opening it ("… Creek", "Little …": LOCATION 2.5), a
     business word in it ("Agro", "Tech": ORGANIZATION 2), a trade ending it ("…
     Quarrying": ORGANIZATION 1.5), or an English common noun
@@ -403,6 +415,8 @@ def shape_evidence(words: list[str], given_first: bool) -> dict[str, float]:
     if words and re.search(r"-(?:on|upon|by|sur|sous|lès|les|le|la|am|an|im|bei|en|de|del|y)-|-(?:nord|süd|sud|ost|west|north|south|east|mitte|centre|centro)$"
                            r"|^(?:saint|sainte|san|santa|sankt|st|ste)-", words[-1].lower() if len(words) == 1 else words[0].lower() + " " + words[-1].lower()):
         out["LOCATION"] += 2.5
+    if any(fold(w).endswith(e) and len(w) > len(e) + 3 for w in words for e in _PLACE_ENDINGS):
+        out["LOCATION"] += 2.5  # a place word ending a word of another language ("Borgarfjörður")
     if len(words) < 2:
         return out
     last = words[-1].strip(".,;:").lower()
