@@ -72,6 +72,20 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: module(item) not in slow_modules)  # stable: keeps order within
 
 
+@pytest.fixture(autouse=True)
+def _collector_settings_restored():
+    """``pipelines.cli.main`` tunes the garbage collector of the process it runs in
+    (pipelines/runs/heap.py); a test that calls it in process gives the worker its settings back."""
+    import gc
+
+    from pipelines.runs.heap import leave_cli_process
+
+    thresholds = gc.get_threshold()
+    yield
+    if gc.get_threshold() != thresholds or gc.get_freeze_count():
+        leave_cli_process(thresholds)
+
+
 @pytest.fixture(scope="session")
 def dagster_home(tmp_path_factory) -> Path:
     """A DAGSTER_HOME with the project's dagster.yaml, so tests exercise the real instance config."""

@@ -142,12 +142,13 @@ GC_PROBE = (
     "import gc, os, sys\n"
     "sys.path.insert(0, os.getcwd())\n"
     "import pipelines.runs.heap as heap\n"
+    "default = gc.get_threshold()\n"
     "if sys.argv[1] == 'cli':\n"
     "    heap.cli_process()\n"
     "before = gc.get_freeze_count()\n"
     "from pipelines.runs.instance import get_instance\n"
     "instance = get_instance(capture_logs=False)\n"
-    "print(gc.get_threshold(), before, gc.get_freeze_count())\n"
+    "print(gc.get_threshold() == default, gc.get_threshold() == heap.THRESHOLDS, before, gc.get_freeze_count())\n"
 )
 
 
@@ -156,18 +157,29 @@ def test_the_collector_is_tuned_only_in_a_command_line_process(mode, tmp_path):
     """issue 26, "Fixed cost of a run": a CLI process raises the collector's thresholds and
     freezes what its imports left alive when it opens its instance; a test process, a code
     server or a run worker (which live long) keep CPython's defaults and freeze nothing."""
-    import gc
-
-    from pipelines.runs.heap import THRESHOLDS
-
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text((ROOT / "dagster.yaml").read_text())
     env = dict(os.environ, DAGSTER_HOME=str(home))
     out = subprocess.run([sys.executable, "-c", GC_PROBE, mode], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
-    threshold, before, after = out.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    default, tuned, before, after = out.stdout.split()[-4:]
     if mode == "cli":
-        assert threshold == str(THRESHOLDS) and int(before) == 0 and int(after) > 100_000  # Dagster and the assets, frozen
+        assert (default, tuned) == ("False", "True") and int(before) == 0 and int(after) > 100_000  # Dagster and the assets, frozen
     else:
-        assert threshold == str(gc.get_threshold()) and int(after) == 0
+        assert (default, tuned) == ("True", "False") and int(after) == 0
+
+
+def test_a_command_run_in_process_gives_the_collector_back():
+    """The conftest fixture undoes main()'s settings after a test; leave_cli_process itself."""
+    import gc
+
+    from pipelines.runs.heap import THRESHOLDS, cli_process, freeze_long_lived, leave_cli_process
+
+    before = gc.get_threshold()
+    cli_process()
+    try:
+        assert gc.get_threshold() == THRESHOLDS and freeze_long_lived() is True and gc.get_freeze_count() > 0
+    finally:
+        leave_cli_process(before)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0 and freeze_long_lived() is False

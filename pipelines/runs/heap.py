@@ -44,3 +44,13 @@ def freeze_long_lived() -> bool:
     if _cli:
         gc.freeze()
     return _cli
+
+
+def leave_cli_process(thresholds: tuple[int, int, int]) -> None:
+    """Undo :func:`cli_process` in a process that lives on after running the command line in
+    process (a test calling ``pipelines.cli.main``): the collector's ``thresholds`` back,
+    frozen objects unfrozen, later :func:`freeze_long_lived` calls no-ops again."""
+    global _cli
+    _cli = False
+    gc.set_threshold(*thresholds)
+    gc.unfreeze()

@@ -54,6 +54,11 @@ class RunResults(list):
     def get_asset_check_evaluations(self) -> list:
         return [check for result in self for check in result.get_asset_check_evaluations()]
 
+    def asset_materializations_for_node(self, node: str) -> list:
+        """The materialisations of the op ``node`` over every run (in run order)."""
+        return [m for result in self if node in {n.name for n in result.job_def.nodes}
+                for m in result.asset_materializations_for_node(node)]
+
 
 def _materialize(
     selection: list[str],
