@@ -128,3 +128,27 @@ def test_an_archived_agent_evaluation_leaves_the_kind_specific_sets(two_kinds, i
         set_archived(lake, "kinds-agent", False)
         sync_partitions(lake, instance)
     assert key in _keys(instance, "episodes")
+
+
+@pytest.mark.slow  # starts a code server and launches five runs (about 30 s)
+def test_launched_agent_runs_store_episodes_then_scores(tmp_path, instance):
+    """``facetlake run --workers 2`` launches every step as a run through the code location
+    (launch_evaluation): an agent pair's ``agent_job`` run, then its ``scores_job`` run."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+    from pipelines.cli.agents import TAU_BENCH_CONFIG
+    from resources.lake.resource import LakeStore
+
+    spec = tmp_path / "tau.yaml"
+    text = TAU_BENCH_CONFIG.read_text().replace("name: tau-bench-airline", "name: kinds-launched")
+    spec.write_text(text.replace("../../data/", str(TAU_BENCH_CONFIG.parents[2] / "data") + "/"), encoding="utf-8")
+    before = {r.run_id for r in instance.get_runs()}
+    result = CliRunner().invoke(app, ["run", str(spec), "--workers", "2", "--lake", str(tmp_path / "lake")])
+    assert result.exit_code == 0, result.output
+    runs = sorted((r for r in instance.get_runs() if r.run_id not in before),
+                  key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp)
+    assert [r.job_name for r in runs] == ["samples_job", "agent_job", "scores_job", "analysis_job", "agent_analysis_job"]
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS and r.tags["facetlake/source"] == "cli-launch" for r in runs)
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    assert lake.read("scores").filter(pl.col("metric") == "episode_pass").height == 200
