@@ -53,6 +53,18 @@ def test_every_mention_gets_one_placeholder():
     assert texts == ["[PERSON_1] chairs [ORGANIZATION_1].", "[PERSON_1] thanked the staff in [LOCATION_1]."]
 
 
+def test_a_sentence_opening_word_is_not_swallowed_with_the_name():
+    # issue 26, fault 3 ("one replacement swallowed the neighbouring word"): the model read
+    # "Later Vukanović" as one name, so "Later" was replaced and the surname got a second
+    # placeholder; a sentence's opening word the tagger reads as no proper noun is left out
+    anonymiser = build_anonymiser(["ner"])
+    text = "The clerk Teodora Vukanović filed it. Later Vukanović withdrew the claim."
+    assert anonymiser.anonymise(text).text == "The clerk [PERSON_1] filed it. Later [PERSON_1] withdrew the claim."
+    # a given name or a proper noun opening the sentence stays part of the name
+    assert anonymiser.anonymise("Rose Abernathy signed for Kestrel Analytics.").text == "[PERSON_1] signed for [ORGANIZATION_1]."
+    assert anonymiser.anonymise("General Motors hired Pia Lindqvist.").text == "[ORGANIZATION_1] hired [PERSON_1]."
+
+
 def test_a_users_spacy_pipeline_folder_and_one_without_ner(tmp_path):
     import spacy
 

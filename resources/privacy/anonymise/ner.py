@@ -107,6 +107,22 @@ def _bare_part_evidence(text: str, start: int, end: int, votes: Mapping[tuple[in
     return 0.0
 
 
+def _without_sentence_opener(text: str, span: tuple[int, int], propn: Any) -> tuple[int, int]:
+    """``span`` (start, end offsets into ``text``) without a sentence's opening word that the
+    tagger reads as no proper noun ("Later Hordiienko wrote", "Meanwhile Ada Ruiz"): an
+    English word, not a given name nor a place's lead word, followed by a capitalised word
+    (issue 26, fault 3: a replacement swallowed the neighbouring word). ``propn(offset)``:
+    True / False from the tagger, None without one (then the span is kept). Never raises."""
+    start, end = span
+    m = re.match(r"([A-Za-z]+)\s+(?=[A-Z])", text[start:end])
+    if not m or propn(start) is not False or not spans_mod.sentence_initial(text, start):
+        return span
+    word = m.group(1).lower()
+    if word in lex.GIVEN_NAMES or word in lex.PLACE_LEAD_WORDS or not spans_mod.Dictionary.is_common(m.group(1)):
+        return span
+    return start + m.end(), end
+
+
 def _weak_openers(text: str, votes: Mapping[tuple[int, int], Mapping[str, float]]) -> list[tuple[int, int]]:
     """Spans that are one English word opening a sentence or after "the", every time they
     occur, with no more evidence than the model's one vote ("Complaint filed by …", "Bill
@@ -214,6 +230,7 @@ class NERRecogniser:
             cleaned = self._clean(text, start, end)
             if cleaned is None:
                 return
+            cleaned = _without_sentence_opener(text, cleaned, propn)
             box = votes.setdefault(cleaned, {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0})
             if kind in box:
                 box[kind] += weight
