@@ -298,14 +298,23 @@ def spec_kind(spec_json: str | None) -> str:
     return "lm_eval" if data.get("lm_eval") else "generation"
 
 
+def _kinds(lake: LakeStore) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ``evaluations`` table with a ``kind`` column (:func:`spec_kind`, each stored spec
+    parsed once) and the ``pairs`` table."""
+    evals = _evaluations(lake)
+    if evals.height:
+        evals = evals.with_columns(pl.Series("kind", [spec_kind(spec) for spec in evals["spec"]], dtype=pl.String))
+    return evals, _read(lake, "pairs")
+
+
 def _of_kind(evals: pl.DataFrame, pairs: pl.DataFrame, kind: str | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of :func:`_kinds`'s tables that belong to evaluations of ``kind`` (None: all)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown evaluation kind {kind!r}; one of {', '.join(KINDS)} (or None for every kind)")
     if kind is None or not evals.height:
         return evals, pairs
-    if kind not in KINDS:
-        raise ValueError(f"unknown evaluation kind {kind!r}; one of {', '.join(KINDS)} (or None for every kind)")
-    fingerprints = {r["fingerprint"] for r in evals.select("fingerprint", "spec").iter_rows(named=True) if spec_kind(r["spec"]) == kind}
-    evals = evals.filter(pl.col("fingerprint").is_in(sorted(fingerprints)))
-    return evals, pairs.filter(pl.col("fingerprint").is_in(sorted(fingerprints))) if pairs.height else pairs
+    evals = evals.filter(pl.col("kind") == kind)
+    return evals, pairs.filter(pl.col("fingerprint").is_in(evals["fingerprint"].implode())) if pairs.height else pairs
 
 
 def _keys(evals: pl.DataFrame, pairs: pl.DataFrame) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -321,7 +330,7 @@ def keys_by_kind(lake: LakeStore) -> dict[str | None, tuple[list[str], list[str]
     """For every kind (None: every evaluation, then each of :data:`KINDS`): (current
     evaluation keys, current pair keys, retired evaluation keys, retired pair keys), from one
     read of the catalog (what :func:`current_keys` and :func:`retired_keys` return)."""
-    evals, pairs = _evaluations(lake), _read(lake, "pairs")
+    evals, pairs = _kinds(lake)
     return {kind: _keys(*_of_kind(evals, pairs, kind)) for kind in (None, *KINDS)}
 
 
@@ -330,7 +339,7 @@ def current_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], l
     the dynamic partitions Dagster should know. ``kind`` (one of :data:`KINDS`): only the
     evaluations of that kind (the partition sets of kind-specific assets); raises
     ``ValueError`` for another kind."""
-    return _keys(*_of_kind(_evaluations(lake), _read(lake, "pairs"), kind))[:2]
+    return _keys(*_of_kind(*_kinds(lake), kind))[:2]
 
 
 def retired_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], list[str]]:
@@ -338,7 +347,7 @@ def retired_keys(lake: LakeStore, kind: str | None = None) -> tuple[list[str], l
     retired, archived): the dynamic partitions to remove. Keys this lake does not know
     (another lake on the same Dagster instance) are never listed. ``kind``: as in
     :func:`current_keys`."""
-    return _keys(*_of_kind(_evaluations(lake), _read(lake, "pairs"), kind))[2:]
+    return _keys(*_of_kind(*_kinds(lake), kind))[2:]
 
 
 def list_evaluations(lake: LakeStore, include_archived: bool = False, include_history: bool = False) -> pl.DataFrame:
