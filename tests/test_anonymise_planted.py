@@ -5,7 +5,9 @@ strongest installed strategy and saying which one ran.
 
 The planted corpus is tests/data/pii_planted (README.md there: how it was made); the
 ner strategy was tuned on its dev and dev2 parts, then (third round) on the kinds of
-name the held-out part missed; heldout2 was written after that and is not tuned on.
+name the held-out part missed; heldout2 was written after that, measured once, and its
+misses' kinds were fixed in the fourth round (tests/test_anonymise_round4.py); heldout3 was
+written blind during the fourth round and measured once after it (not tuned on).
 Measured with the code of benchmarks/bench_pii.py.
 """
 
@@ -66,26 +68,52 @@ def test_recall_of_every_type_on_the_held_out_planted_texts(ner):
 
 
 @pytest.mark.slow  # about 1 s of texts, but loads the pipeline like the test above
-def test_the_second_held_out_part_holds_what_it_measured(ner):
+def test_the_second_held_out_part_holds_what_it_measures(ner):
     """heldout2 (40 texts, 75 persons, 55 places, 47 organisations) was written after the
-    third round's fixes and before the new code ran on it; measured once, not tuned on:
-    PERSON 1.000 / 0.843, LOCATION 0.891 / 0.925, ORGANIZATION 0.745 / 1.000 (the code
-    before the third round: 1.000 / 0.852, 0.891 / 0.891, 0.723 / 1.000). Organisations
-    named by institution words the lists lack (Finnish "Sairaala", Lithuanian "Klinikos",
-    Ukrainian "Pekarnia", Māori "Te Rūnanga", acronyms the model misses) are typed as
-    persons or places: masked all the same (0.966). Every mention of a detected entity is
-    replaced (35 of 35); one replacement covers a sentence-opening adverb ("Later"). The
-    floors are what it measured, short of issue 26's 0.95 for LOCATION and ORGANIZATION
-    recall and PERSON precision (docs/privacy.md)."""
+    third round's fixes and before the new code ran on it; measured once with the third
+    round's code: PERSON 1.000 / 0.843, LOCATION 0.891 / 0.925, ORGANIZATION 0.745 / 1.000
+    (the code before the third round: 1.000 / 0.852, 0.891 / 0.891, 0.723 / 1.000).
+    Organisations named by institution words the lists lacked (Finnish "Sairaala",
+    Lithuanian "Klinikos", Ukrainian "Pekarnia", Māori "Te Rūnanga", acronyms the model
+    missed) were typed as persons or places. The fourth round read these misses and fixed
+    their kinds with general rules (tests/test_anonymise_round4.py, on fresh sentences):
+    every type now measures 1.000 / 1.000, masked 1.000, every mention replaced (35 of
+    35), nothing swallowed. Since its misses were read, this part is no longer held out;
+    the floors are what it now measures."""
     bench_pii, pii_texts = _bench()
     data = pii_texts.planted_labelled("heldout2")
     assert len(data) == 40 and sum(len(g) for _, g in data) == 177
     result = bench_pii.evaluate(ner, data)
-    floors = {"PERSON": (0.95, 0.84), "LOCATION": (0.89, 0.92), "ORGANIZATION": (0.74, 0.95)}  # measured above
-    for kind, (recall, precision) in floors.items():
-        assert result["recall"][kind] >= recall and result["precision"][kind] >= precision, (kind, result["recall"][kind], result["precision"][kind])
-    assert result["masked"] >= 0.96 and result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 35, result["partial"]
-    assert len(result["swallowed"]) <= 1, result["swallowed"]
+    for kind in NER_TYPES:  # measured 1.000 / 1.000 each after the fourth round
+        assert result["recall"][kind] == 1.0 and result["precision"][kind] == 1.0, (kind, result["misses"], result["false"])
+    assert result["masked"] >= 0.99 and result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 35, result["partial"]
+    assert result["swallowed"] == [], result["swallowed"]
+
+
+@pytest.mark.slow  # about 1 s of texts, but loads the pipeline like the tests above
+def test_the_third_held_out_part_measured_blind(ner):
+    """heldout3 (45 texts, 88 persons, 69 places, 61 organisations, 1 e-mail, 2 telephone
+    numbers; Estonian, Latvian, Slovak, Slovenian, Croatian, Albanian, Greek, Georgian,
+    Armenian, Bengali, Marathi, Malay, Indonesian, Tagalog, Thai, Japanese, Hausa, Somali,
+    Malagasy, Fijian, Catalan, Dutch, Frisian, Romansh, Sami, Inuktitut and Navajo names)
+    was written for the fourth round by someone who had not read the anonymiser's code,
+    while that round was being made, and measured once with its code: PERSON 0.989 /
+    0.815, LOCATION 0.913 / 0.955, ORGANIZATION 0.689 / 0.894, PHONE_NUMBER 0.5, 92.3% of
+    planted entities wholly masked, every mention of a detected entity replaced (38 of 38),
+    2 replacements covering a neighbouring word. Issue 26's goal (0.95 for every type) is
+    NOT met on unseen text: each round lifts the parts it reads to 1.000 and the next
+    unseen part measures organisations near 0.7 (heldout2: 0.745, heldout3: 0.689). These
+    are floors: a change may raise them, never lower them."""
+    bench_pii, pii_texts = _bench()
+    data = pii_texts.planted_labelled("heldout3")
+    assert len(data) == 45 and sum(len(g) for _, g in data) == 221
+    result = bench_pii.evaluate(ner, data)
+    measured = {"PERSON": (0.988, 0.814), "LOCATION": (0.913, 0.954), "ORGANIZATION": (0.688, 0.893)}
+    for kind, (recall, precision) in measured.items():
+        assert result["recall"][kind] >= recall and result["precision"][kind] >= precision, (kind, result["recall"][kind],
+                                                                                              result["precision"][kind])
+    assert result["masked"] >= 0.923 and result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 38
+    assert len(result["swallowed"]) <= 2, result["swallowed"]
 
 
 def test_the_tuning_parts_and_the_earlier_sets_hold_too(ner):
@@ -241,7 +269,7 @@ def test_no_held_out_name_is_in_a_word_list():
     for value in vars(lex).values():
         if isinstance(value, (frozenset, tuple)):
             listed |= {fold(str(w)).rstrip(".") for w in value}
-    for text, gold in pii_texts.planted_labelled("heldout") + pii_texts.planted_labelled("heldout2"):
+    for text, gold in [t for part in ("heldout", "heldout2", "heldout3") for t in pii_texts.planted_labelled(part)]:
         for kind, a, b in gold:
             name = text[a:b]
             assert fold(name) not in listed, name

@@ -138,6 +138,7 @@ ORG_HEAD_WORDS = frozenset(
     diagnostics therapeutics biosciences genomics biotech biologics optics electronics engineering architects
     surveyors accountants recruitment joinery roofing plumbing haulage removals imports exports supplies rentals
     observatory archive archives laboratory lines guild syndicate consortium collective
+    inn hostel motel guesthouse brothers bros sons
     """.split()
 )
 
@@ -153,6 +154,7 @@ ORG_LEAD_WORDS = frozenset(
     escuela escola scuola école lycée colegio hochschule akademie académie academia museo musée muzeum biblioteca
     bibliothèque teatro théâtre banco caja caisse crédit mutuelle groupe grupo gruppo clínica clinique szpital
     krankenhaus stadtwerke landkreis ayuntamiento municipalidad comune
+    cyngor comhairle gemeente gmina obec općina občina ysgol prifysgol ysbyty scoil ollscoil ospidéal
     osservatorio observatorio observatoire observatório archivio archivo archives arquivo laboratorio laboratoire
     laboratório consorzio consorcio consórcio azienda ente ufficio oficina bureau cámara camera câmara
     prefeitura prefettura préfecture mairie gemeinde stadtverwaltung hotel hôtel hostal albergo gasthof gasthaus
@@ -212,6 +214,14 @@ ORG_WORD_ENDINGS = (
     "ctwo", "stwo",
     # Icelandic institution words ("…gerðin" the works, "…stofnun" institute, "…stofan" office, "…félagið" society)
     "gerðin", "stofnun", "stofan", "félag", "félagið", "sjóður",
+    # fourth round, by meaning: hospital and clinic, police and offices, unions and societies, schools, Māori bodies
+    "sairaala", "sjukhus", "sykehus", "sygehus", "ziekenhuis", "krankenhaus", "kórház", "nemocnice", "nemocnica",
+    "bolnica", "bolnišnica", "ligoninė", "slimnīca", "haigla", "hastanesi", "sjúkrahús", "klinika", "klinikos",
+    "klinikka", "kliniek", "poliklinika", "inspektion", "direktion", "präsidium", "verwaltung", "behörde", "ministerium",
+    "gericht", "kammer", "poliisi", "policija", "rendőrség", "samband", "sambandet", "liitto", "yhdistys", "ühing",
+    "biedrība", "bendrija", "draugija", "sąjunga", "savienība", "yhtymä", "universitet", "yliopisto", "egyetem",
+    "universitāte", "universitetas", "ülikool", "gimnazija", "gimnazjum", "mokykla", "iskola", "rūnanga", "rūnaka",
+    "wānanga", "wharekura", "kōhanga", "kaunihera",
 )
 
 # Endings that make a compound word an institution's name only as part of a longer word
@@ -221,6 +231,8 @@ ORG_COMPOUND_ENDINGS = (
     "center", "centre", "zentrum", "centrum", "senter", "palvelu", "palvelut", "tidning", "tidningen", "zeitung",
     "verlag", "brauerei", "druckerei", "bryggeri", "rederi", "apotheke", "apotek",
     "hütte", "bau",
+    "amt", "polizei", "schule", "klinik", "skola", "skolan", "skole", "skolen", "koulu", "lukio", "škola", "szkoła",
+    "okulu", "lisesi", "keskus", "fabrik", "fabriek", "gyár", "tehdas", "werkstatt", "werkstätte", "verkstad", "verksted",
 )
 
 # Generic nouns that end the name of a place ("Cobble Creek", "Ōtaki Forks", "Ashcombe Magna").
@@ -244,6 +256,8 @@ PLACE_LEAD_WORDS = frozenset(
     upper lower nether great little north south east west new old saint st san santa são sankt bad ober unter nieder
     groß gross klein alt neu nowe nowa nowy stare stara stary horní dolní velké malé veliki mali gornji donji te
     much norra södra östra västra nordre søndre øvre nedre
+    ynys ilha isola île insel eilean inis inish lago lac loch lough llyn mynydd cwm sierra monte puerto
+    ciudad cidade gut schloss kloster pulau gunung kota motu
     """.split()
 )
 
@@ -261,7 +275,7 @@ MOTION_VERBS = frozenset(
     move moved moves moving fly flew flies flown drive drove drives driven sail sailed sails travel travelled traveled
     travels flee fled flees go went goes gone come came comes return returned returns relocate relocated emigrate
     emigrated commute commutes commuted walk walked ride rode ship shipped ships deliver delivered sent transfer
-    transferred head headed arrive arrived arrives migrate migrated evacuate evacuated
+    transferred head headed arrive arrived arrives migrate migrated evacuate evacuated retire retired retires
     """.split()
 )
 
@@ -384,5 +398,25 @@ ORG_TRADE_WORDS = frozenset(
     alimentari alimentos alimentaire lebensmittel gıda ristorante restaurante trattoria osteria albergo hostal
     tipografia imprimerie druckerei drukarnia matbaa editorial edizioni éditions verlag uitgeverij förlag forlag
     cantiere astillero chantier werft varvet verft telecomunicazioni telecomunicaciones
+    młyn młyny mlýn mlyn malom mylly kvarn mølle pekarnia piekarnia pekárna pekara pékség kepykla maiznīca
+    talleres taller officina atelier ateliers dílna warsztat korjaamo hermanos hnos fratelli frères irmãos gebrüder
+    gebroeders brødrene bröderna hijos figli filhos söhne zonen
+    """.split()
+)
+
+# Phrases (accents folded) that open an organisation's name where one word would not
+# ("Truong Dai Hoc …" university, "Benh Vien …" hospital, "Rumah Sakit …" hospital): Vietnamese
+# and Malay/Indonesian institution nouns, whose single words are also surnames or common words.
+ORG_LEAD_PHRASES = (
+    "truong dai hoc", "truong tieu hoc", "truong trung hoc", "truong mam non", "truong cao dang", "dai hoc", "benh vien",
+    "cong ty", "ngan hang", "hop tac xa", "nha may", "uy ban", "trung tam", "rumah sakit", "sekolah", "yayasan",
+    "koperasi", "universitas", "perusahaan", "kantor",
+)
+
+# Words between a place and an institution word in the name of a body named after the
+# place ("X Parish Council", "X District Health Board"): X alone is then a place.
+ADMIN_AREA_WORDS = frozenset(
+    """
+    parish town city district county borough municipal regional village rural urban township shire
     """.split()
 )

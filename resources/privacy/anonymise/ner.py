@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
+from resources.privacy.anonymise import cues
 from resources.privacy.anonymise import lexicon as lex
 from resources.privacy.anonymise import spans as spans_mod
 from resources.privacy.anonymise.base import Entity
@@ -83,7 +84,7 @@ def institutional(lowered: list[str]) -> bool:
     one ending or opening it, a legal form or institution ending, or a trade word."""
     given_first = len(lowered) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
     return (lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
-            or spans_mod.organisation_evidence(lowered) > 0)
+            or spans_mod.organisation_evidence(lowered) > 0 or cues.lead_phrase(lowered))
 
 
 _AFTER_NAME = re.compile(r"(?:\s+(?:has|had|have|was|is|will|would|also|then|now|later|still|never|often|always|once|has been|had been))*\s+([\w-]+)")
@@ -310,10 +311,30 @@ class NERRecogniser:
             del votes[key]
         for a, b in addresses:
             votes[(a, b)] = {"PERSON": 0.0, "LOCATION": 4.0, "ORGANIZATION": 0.0}
+        self._round4(text, votes, vote)
+        pairs = cues.acronym_pairs(text, votes)
+        for (a, b), _ in pairs:  # a defined acronym is a candidate ("NKSB (the Norrbottens Kraftsamband)")
+            vote(a, b, None, 0.0)
         self._weigh(text, votes)
+        for key in cues.council_places(text, votes):  # "Kerrowmoor" of "Kerrowmoor Parish Council"
+            votes.setdefault(key, {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0})["LOCATION"] += 3.0
         for key in _weak_openers(text, votes):
             del votes[key]
-        return self._propagate(text, self._type(text, votes))
+        links = [(text[a:b], text[c:d]) for (a, b), (c, d) in pairs]
+        return self._propagate(text, self._type(text, votes, links))
+
+    @staticmethod
+    def _round4(text: str, votes: dict[tuple[int, int], dict[str, float]], vote: Callable[[int, int, str | None, float], None]) -> None:
+        """Widen each candidate to a legal form of several tokens after it ("… Sp. z o.o."),
+        dropping the candidates that form overlaps."""
+        for key in list(votes):
+            end = cues.legal_form_end(text, *key)
+            if end == key[1] or key not in votes:
+                continue
+            box = votes.pop(key)
+            for other in [k for k in votes if k[0] < end and key[0] < k[1]]:
+                del votes[other]
+            votes[(key[0], end)] = box
 
     def _weigh(self, text: str, votes: dict[tuple[int, int], dict[str, float]]) -> None:
         """Add the evidence of the words in and around each span to its votes."""
@@ -335,10 +356,11 @@ class NERRecogniser:
             if given_first:
                 box["PERSON"] += 2.0
             known_org = span.lower() in lex.KNOWN_ORGANIZATIONS and (len(span) > 4 or span.isupper())  # WHO, not "Who"
-            institutional = lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
+            institutional = (lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
+                             or cues.lead_phrase(lowered))
             if institutional or known_org:
                 box["ORGANIZATION"] += 3.0
-            box["ORGANIZATION"] += spans_mod.organisation_evidence(words)
+            box["ORGANIZATION"] += spans_mod.organisation_evidence(words) + cues.legal_form_evidence(span)
             place = fold(span) in place_names()
             if place:  # a listed place that an institution word opens ("Hôpital Saint-Louis") is mostly the institution;
                 # not one that ends with it ("Brooklyn Center", "Falls Church" are towns)
@@ -370,17 +392,19 @@ class NERRecogniser:
                 box["PERSON"] += 1.25  # two to four capitalised words, no institution word, not a place: mostly a person
             box["PERSON"] += _bare_part_evidence(text, start, end, votes)
             if not any(box.values()):  # a name with no evidence of its type is still a name
-                box["LOCATION" if len(words) == 1 and prev in lex.LOCATION_LEAD_WORDS else "PERSON"] += 0.5
+                box["LOCATION" if len(words) == 1 and (prev in lex.LOCATION_LEAD_WORDS or prev == "at") else "PERSON"] += 0.5
 
     @staticmethod
-    def _type(text: str, votes: dict[tuple[int, int], dict[str, float]]) -> dict[str, str]:
-        """One type per surface form: mentions with the same text share votes, and a lone
-        surname or given name joins its full name's."""
+    def _type(text: str, votes: dict[tuple[int, int], dict[str, float]], links: list[tuple[str, str]] = ()) -> dict[str, str]:
+        """One type per surface form: mentions with the same text share votes, a lone
+        surname or given name joins its full name's, and an acronym its defined name's
+        (``links``: (acronym, name) forms)."""
         groups: dict[str, dict[str, float]] = {}
         for (start, end), box in votes.items():
             total = groups.setdefault(text[start:end], {"PERSON": 0.0, "LOCATION": 0.0, "ORGANIZATION": 0.0})
             for k, v in box.items():
                 total[k] += v
+        cues.share_votes(groups, links)
         lone_person = {form: total["PERSON"] for form, total in groups.items()
                        if " " not in form and total["PERSON"] > 0 and max(total, key=total.get) == "PERSON"}
         for full, total in groups.items():  # a surname alone that is a person's votes for the full name

@@ -39,7 +39,7 @@ _STOP_EXTRA = frozenset(
     iban bic swift vat tel fax login il gli ein eine einen einem einer une
     """.split()
 )
-_PARTICLE_SPLIT = frozenset(lex.NAME_PARTICLES) | {"of", "for", "&"}
+_PARTICLE_SPLIT = frozenset(lex.NAME_PARTICLES) | {"of", "for", "&", "o"}  # "o": Māori "of" ("Te Rūnanga o …")
 # the endings compared with folded words (fold: lower case, accents off; "şirketi" -> "sirketi")
 ORG_ENDINGS = tuple(sorted({fold(e) for e in lex.ORG_WORD_ENDINGS}))
 _COMPOUND_ENDINGS = tuple(sorted({fold(e) for e in lex.ORG_COMPOUND_ENDINGS}))
@@ -171,7 +171,7 @@ def name_chunks(text: str, propn: Callable[[int], bool | None] | None = None, ke
                 particles = [words[m].group().lower() for m in range(j + 1, k)]
                 joins = gap == " " and k < len(words) and text[words[k - 1].end() : words[k].start()] == " " and is_capitalised(words[k].group())
                 institutional = lw in lex.ORG_HEAD_WORDS or lw in lex.ORG_LEAD_WORDS or fold(lw).endswith(ORG_ENDINGS)
-                if joins and ({"of", "for"} & set(particles)) and not institutional:
+                if joins and ({"of", "for", "o"} & set(particles)) and not institutional:
                     joins = False
                 if joins and "and" in particles:
                     joins = False
@@ -337,7 +337,8 @@ def _words_before(text: str, start: int, n: int = 8) -> list[str]:
     return re.findall(r"[\w'’-]+", clause)[-n:]
 
 
-_TRAVEL_NOUNS = frozenset("ferry flight flights train trains bus road route trip journey ticket tickets way drive ride pass track".split())
+_TRAVEL_NOUNS = frozenset("ferry flight flights train trains bus road route trip journey ticket tickets way drive ride pass track "
+                          "power electricity water supplies supply deliveries shipments".split())
 # verbs of leaving: "for X" after them names a destination ("left Ajloun for X", "set off for X")
 _LEAVE_VERBS = frozenset("left leave leaves leaving departed depart departs set sets headed heads bound sailed".split())
 _VISIT_VERBS = frozenset("visited visit visits visiting left leave leaves leaving reached reach reaches fled flee flees toured entered evacuated".split())
