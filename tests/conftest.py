@@ -78,11 +78,11 @@ def _collector_settings_restored():
     (pipelines/runs/heap.py); a test that calls it in process gives the worker its settings back."""
     import gc
 
-    from pipelines.runs.heap import leave_cli_process
+    from pipelines.runs.heap import in_cli_process, leave_cli_process
 
     thresholds = gc.get_threshold()
     yield
-    if gc.get_threshold() != thresholds or gc.get_freeze_count():
+    if gc.get_threshold() != thresholds or gc.get_freeze_count() or in_cli_process():
         leave_cli_process(thresholds)
 
 

@@ -59,7 +59,12 @@ def _shape(path: Path) -> tuple:
         conn.close()
 
 
-def test_a_new_run_file_is_the_stock_one_and_the_stock_class_reads_it(tmp_path):
+def test_a_new_run_file_is_the_stock_one_and_the_stock_class_reads_it(tmp_path, monkeypatch):
+    """run-a's file is made through SQLAlchemy and Alembic and its statements recorded;
+    run-b's by replaying them: both equal the stock class's files."""
+    from pipelines.runs import instance_storage
+
+    monkeypatch.setattr(instance_storage, "_SHARD_STATEMENTS", None)
     stock_dir, ours_dir = tmp_path / "stock", tmp_path / "ours"
     stock_dir.mkdir()
     ours_dir.mkdir()
@@ -71,6 +76,7 @@ def test_a_new_run_file_is_the_stock_one_and_the_stock_class_reads_it(tmp_path):
         storage.store_event(_entry("run-b", "other run"))
     ours.dispose()
     stock.dispose()
+    assert instance_storage._SHARD_STATEMENTS and any("alembic_version" in sql for sql, _ in instance_storage._SHARD_STATEMENTS)
     for run in ("run-a", "run-b"):
         schema, stamp, journal = _shape(ours_dir / f"{run}.db")
         assert (schema, stamp, journal) == _shape(stock_dir / f"{run}.db")
@@ -190,6 +196,8 @@ def test_overrides_keep_a_configured_storage(tmp_path):
     assert overrides["compute_logs"]["class"] == "NoOpComputeLogManager"
     assert overrides["event_log_storage"]["class"] == "CachedEngineSqliteEventLogStorage"
     assert overrides["event_log_storage"]["config"]["base_dir"] == os.path.join(str(default_home), "history", "runs", "")
+    assert overrides["run_storage"]["class"] == "CachedEngineSqliteRunStorage"
+    assert overrides["run_storage"]["config"]["base_dir"] == os.path.join(str(default_home), "history", "")  # runs.db's folder
     # the deploy profile's PostgreSQL storage (parsed, never connected) stays as configured
     pg_home = tmp_path / "pg"
     pg_home.mkdir()
@@ -228,11 +236,12 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
     lake = LakeStore(root=str(tmp_path / "lake"))
     resolved = register(small_spec(name="instance-storage", limit=5), lake, instance)
     instance_storage._event_log_scripts.cache_clear()
+    monkeypatch.setattr(instance_storage, "_SHARD_STATEMENTS", None)  # as in a new process
     loads = []
     original = ScriptDirectory.from_config
     monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(lambda cls, cfg: loads.append(1) or original(cfg)))
     runs = [materialize_samples(resolved.fingerprint, lake, instance).run_id for _ in range(3)]
-    assert len(loads) == 1  # the stock storage loads them twice for every run (check, then stamp)
+    assert len(loads) == 1  # the stock storage loads them twice for every run (check, then stamp); later shards replay
     stock = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))  # what `dagster dev` opens
     assert type(stock.event_log_storage) is SqliteEventLogStorage
     for run_id in runs:
@@ -242,6 +251,57 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
         assert not list((home / "storage").glob(f"{run_id}/**/*.out"))  # no compute-log files in process
     materialization = stock.get_latest_materialization_event(dg.AssetKey("samples"))
     assert materialization is not None and materialization.run_id == runs[-1]
+    instance.dispose()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+def test_a_command_s_runs_keep_one_connection_per_file_and_close_them_after(tmp_path, monkeypatch):
+    """issue 26, "Fixed cost of a run": inside ``hold_connections`` (a command's runs) the run
+    storage keeps one connection to runs.db and the event log one per file, from a run's
+    creation and planned events (stored before its RUN_START) to its end; the stock classes
+    open an engine per statement (about 100 for runs.db in a two-model run). Afterwards
+    nothing of the home is open, and the stock instance reads the runs."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+    from dagster._core.storage import sql as dagster_sql
+    from dagster._core.storage.runs.sqlite import sqlite_run_storage
+
+    from pipelines.runs.instance_storage import CachedEngineSqliteRunStorage, hold_connections
+    from pipelines.runs.register import register
+    from pipelines.runs.runner import materialize_samples
+    from resources.lake.resource import LakeStore
+    from tests.conftest import small_spec
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    instance = in_process_instance(str(home))
+    assert type(instance.run_storage) is CachedEngineSqliteRunStorage
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    resolved = register(small_spec(name="held-connections", limit=5), lake, instance)
+    created: list[str] = []
+    original = dagster_sql.create_engine
+
+    def counting(url, *a, **k):
+        created.append(os.path.basename(str(url)))
+        return original(url, *a, **k)
+
+    monkeypatch.setattr(dagster_sql, "create_engine", counting)
+    monkeypatch.setattr(sqlite_run_storage, "create_engine", counting)  # the stock run storage's own name
+    run_ids = []
+    with hold_connections(instance):
+        for _ in range(2):
+            run_ids.append(materialize_samples(resolved.fingerprint, lake, instance).run_id)
+        assert _fds_under(home)  # held while the block lasts
+    assert created.count("runs.db") == 1 and created.count("index.db") == 1
+    assert sorted(n for n in created if n not in ("runs.db", "index.db")) == sorted(f"{r}.db" for r in run_ids)
+    assert _fds_under(home) == []
+    created.clear()
+    instance.get_runs()  # outside the window: the stock behaviour, an engine for the statement, closed after
+    assert created == ["runs.db"] and _fds_under(home) == []
+    stock = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+    assert all(stock.get_run_by_id(r).is_success for r in run_ids)
     instance.dispose()
 
 

@@ -19,6 +19,7 @@ from assets.partitions import sync_partitions
 from pipelines.definitions import ALL_ASSETS, ALL_CHECKS, build_resources
 from pipelines.jobs import ALL_JOBS, job_for, with_siblings
 from pipelines.runs.instance import get_instance
+from pipelines.runs.instance_storage import hold_connections
 from pipelines.runs.register import evaluation_partition, model_partition, pair_job, pair_selection, register
 from pipelines.runs.run_health import process_tags
 from assets.outbound_scope import BUDGET_GROUP_TAG
@@ -92,13 +93,14 @@ def _materialize(
             if not part["ops"]:
                 del part["ops"]
         job = defs.resolve_job_def(job_for(names, dimension))
-        results.append(job.execute_in_process(
-            run_config=part,
-            instance=instance,
-            partition_key=str(partition),
-            asset_selection=[dg.AssetKey(name) for name in with_siblings(names)],
-            tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
-        ))
+        with hold_connections(instance):  # a run's creation, planned events and steps on kept SQLite connections
+            results.append(job.execute_in_process(
+                run_config=part,
+                instance=instance,
+                partition_key=str(partition),
+                asset_selection=[dg.AssetKey(name) for name in with_siblings(names)],
+                tags={"facetlake/source": "cli", **process_tags(), **(tags or {})},  # pid/host: a killed run is found dead (issue 16)
+            ))
     return results
 
 
@@ -178,13 +180,14 @@ def run_evaluation(
     if spec.lm_eval and not spec.dataset.get("path"):
         raise SpecError(f"evaluation {spec.name!r} has an lm_eval: section and no dataset path: lm-eval runs the task "
                         "first; call pipelines.runs.lm_eval_run.run_lm_eval_spec (facetlake run does)")
-    resolved = register(spec, lake, instance, take_over=take_over, replace=replace, in_process=True)
-    materialize_samples(resolved.fingerprint, lake, instance)
-    selection = pair_selection(spec)
-    group = {BUDGET_GROUP_TAG: uuid.uuid4().hex}  # one budget (spec budget: / --budget) over every pair of this run
-    for pair in pairs_of(lake, resolved.fingerprint):
-        resolved.reused.extend(reuse_lines(_materialize(selection, pair["partition_key"], lake, instance, tags=group), pair["model"]))
-    refresh_verdicts(lake, [resolved.fingerprint], instance)  # the verdicts older than these scores (none when all was reused)
+    with hold_connections(instance):  # the instance's SQLite connections kept from registration to the verdicts
+        resolved = register(spec, lake, instance, take_over=take_over, replace=replace, in_process=True)
+        materialize_samples(resolved.fingerprint, lake, instance)
+        selection = pair_selection(spec)
+        group = {BUDGET_GROUP_TAG: uuid.uuid4().hex}  # one budget (spec budget: / --budget) over every pair of this run
+        for pair in pairs_of(lake, resolved.fingerprint):
+            resolved.reused.extend(reuse_lines(_materialize(selection, pair["partition_key"], lake, instance, tags=group), pair["model"]))
+        refresh_verdicts(lake, [resolved.fingerprint], instance)  # the verdicts older than these scores (none when all was reused)
     return resolved
 
 
