@@ -245,3 +245,31 @@ def test_scoring_outcome_counts_statuses_and_shows_the_first_error_of_the_metric
     outcome = scoring_outcome(old_lake, [{"model": "m1", "fingerprint": FP, "scored": ["rouge_l", "bleu"]}]).sort("metric")
     assert outcome.select("metric", "scored", "error", "unscored", "first_error").rows() == [
         ("bleu", 2, 0, 0, ""), ("rouge_l", 1, 1, 1, "ValueError: boom")]
+
+
+def test_catalog_tables_are_read_once_per_commit(tmp_path, monkeypatch):
+    """issue 26, "Fixed cost of a run": a run read the ``evaluations`` table some 30 times
+    between two commits; a local catalog table is now read once per commit (the stamp of
+    its newest commit file), and a new commit is read again, so no reader sees a stale row."""
+    from resources.catalog import evaluation_row, register_evaluation
+    from resources.catalog import reads
+    from resources.catalog.spec import resolve
+    from resources.lake.resource import LakeStore
+    from tests.conftest import small_spec
+
+    lake = LakeStore(root=str(tmp_path / "lake"))
+    first = resolve(small_spec(name="cached-a", limit=3))
+    register_evaluation(lake, first)
+    loads: list[str] = []
+    original = LakeStore.read
+    monkeypatch.setattr(LakeStore, "read", lambda self, table, *a, **k: loads.append(table) or original(self, table, *a, **k))
+    for _ in range(5):
+        assert evaluation_row(lake, "cached-a")["fingerprint"] == first.fingerprint
+    assert loads.count("evaluations") <= 1
+    stamp = lake.commit_stamp("evaluations")
+    second = resolve(small_spec(name="cached-b", limit=4))
+    register_evaluation(lake, second)  # a new commit: a new stamp, read again
+    assert lake.commit_stamp("evaluations") != stamp
+    assert evaluation_row(lake, "cached-b")["fingerprint"] == second.fingerprint
+    assert LakeStore(root=str(tmp_path / "elsewhere")).commit_stamp("evaluations") is None  # no table, nothing cached
+    assert len(reads._FRAMES) <= reads._FRAMES_KEPT

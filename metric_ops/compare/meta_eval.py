@@ -21,7 +21,7 @@ a note, never 0.
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any, Collection
+from typing import Any, Collection, Mapping
 
 import numpy as np
 import polars as pl
@@ -46,12 +46,23 @@ def _percentile_ranks(values: np.ndarray) -> np.ndarray:
     return (rank_average(values) - 1) / (values.size - 1)
 
 
+def _scored_by_metric(scores: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """score name -> ``sample_id, value`` of its scored, finite rows (one pass over ``scores``)."""
+    ok = scores.filter((pl.col("status") == "scored") & pl.col("value").is_not_null() & pl.col("value").is_finite())
+    return {str(name): frame.select("sample_id", "value")
+            for (name,), frame in ok.select("metric", "sample_id", "value").partition_by("metric", as_dict=True).items()}
+
+
+def _joined(by_metric: Mapping[str, pl.DataFrame], a: str, b: str) -> pl.DataFrame:
+    empty = pl.DataFrame(schema={"sample_id": pl.Utf8, "value": pl.Float64})
+    left = by_metric.get(a, empty).rename({"value": "a"})
+    right = by_metric.get(b, empty).rename({"value": "b"})
+    return left.join(right, on="sample_id", how="inner").sort("sample_id")
+
+
 def paired_scores(scores: pl.DataFrame, a: str, b: str) -> pl.DataFrame:
     """``sample_id, a, b`` for the samples where both score names are scored (sorted by id)."""
-    ok = scores.filter((pl.col("status") == "scored") & pl.col("value").is_not_null() & pl.col("value").is_finite())
-    left = ok.filter(pl.col("metric") == a).select("sample_id", pl.col("value").alias("a"))
-    right = ok.filter(pl.col("metric") == b).select("sample_id", pl.col("value").alias("b"))
-    return left.join(right, on="sample_id", how="inner").sort("sample_id")
+    return _joined(_scored_by_metric(scores.filter(pl.col("metric").is_in([a, b]))), a, b)
 
 
 def correlation_rows(
@@ -79,10 +90,11 @@ def correlation_rows(
     signs = {m: (-1.0 if d == "minimize" else 1.0)
              for m, d in scores.group_by("metric").agg(pl.col("direction").first()).iter_rows()} if "direction" in scores.columns else {}
     rows = []
+    by_metric = _scored_by_metric(scores)  # split once: a pair is one join, not three filters over every row
     for a, b in combinations(names, 2):
         if only is not None and a not in only and b not in only:
             continue
-        paired = paired_scores(scores, a, b)
+        paired = _joined(by_metric, a, b)
         x, y = paired["a"].to_numpy(), paired["b"].to_numpy()
         kind = pair_kind(a, b)
         row: dict[str, Any] = {

@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -106,8 +107,26 @@ def identity_sha256(spec: str, identity: Mapping[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- reads
+_FRAMES: "OrderedDict[tuple, pl.DataFrame]" = OrderedDict()  # catalog tables read, per commit (commit_stamp)
+_FRAMES_KEPT = 16
+
+
 def _read(lake: LakeStore, table: str) -> pl.DataFrame:
-    return lake.read(table)
+    """The whole catalog ``table`` (small: a row per evaluation or pair). A local table read
+    at a commit already read in this process is served from memory (a run reads the
+    ``evaluations`` table some 30 times between two commits); polars frames are immutable
+    to these readers, so sharing one is safe."""
+    stamp = lake.commit_stamp(table)
+    if stamp is None:
+        return lake.read(table)
+    frame = _FRAMES.get(stamp)
+    if frame is None:
+        frame = _FRAMES[stamp] = lake.read(table)
+        while len(_FRAMES) > _FRAMES_KEPT:
+            _FRAMES.popitem(last=False)
+    else:
+        _FRAMES.move_to_end(stamp)
+    return frame
 
 
 def _evaluations(lake: LakeStore) -> pl.DataFrame:

@@ -190,6 +190,15 @@ class LakeTables:
         uri = self.uri(table)
         return Path(uri[len("file://"):] if uri.startswith("file://") else uri) / "_delta_log"
 
+    def commit_stamp(self, table: str) -> tuple[str, int, int, int] | None:
+        """An identity of ``table``'s current commit in a local lake: (uri, version, inode,
+        mtime_ns) of its newest commit file, which changes with every commit and when the
+        table is deleted and made again; None for a remote lake or a missing table. For
+        caching what was read from the table (one ``listdir`` and one ``stat``)."""
+        log = self._local_log(table)
+        latest = _latest_commit(log) if log is not None else None
+        return (self.uri(table), *latest) if latest is not None else None
+
     def exists(self, table: str) -> bool:
         """Whether ``table`` is a Delta table (it has a committed version)."""
         from deltalake import DeltaTable
