@@ -16,7 +16,10 @@ seconds (user + system, the operating system's accounting of the finished proces
 copy-input heuristic; four metrics), each time in a fresh lake and a fresh Dagster home.
 ``--baseline REV`` runs the same command from a ``git worktree`` of REV (e.g. the commit before
 a change) in turn with this checkout (A B A B ...), so the ratio is taken pair by pair on the
-same machine state:
+same machine state. A last row times the floor under such a run: the same libraries
+imported, the same in-process instance, and four in-process Dagster runs of trivial assets
+(:data:`FLOOR_PROBE`), i.e. what the four runs of a two-model evaluation cost with no work
+of ours in them:
 
     python benchmarks/bench_startup.py --run --baseline 5b73d7a --repeats 7
 """
@@ -86,6 +89,62 @@ metrics: [exact_match, token_f1, bleu, rouge_l]
 """
 
 
+FLOOR_PROBE = """
+import gc, os, sys
+sys.path.insert(0, os.getcwd())
+gc.set_threshold(50000, 20, 20)  # as a facetlake command line process (pipelines/runs/heap.py)
+import dagster as dg
+import deltalake, numpy, polars, pyarrow, scipy.special  # what every facetlake run loads besides Dagster
+from pipelines.runs.instance_storage import hold_connections, in_process_instance
+
+parts = dg.DynamicPartitionsDefinition(name="p")
+
+@dg.asset(partitions_def=parts)
+def a():
+    return dg.MaterializeResult(metadata={"n": 1})
+
+@dg.asset(partitions_def=parts, deps=[a])
+def b():
+    return dg.MaterializeResult(metadata={"n": 1})
+
+@dg.asset(partitions_def=parts, deps=[b])
+def c():
+    return dg.MaterializeResult(metadata={"n": 1})
+
+@dg.asset_check(asset=c)
+def c_ok():
+    return dg.AssetCheckResult(passed=True)
+
+defs = dg.Definitions(assets=[a, b, c], asset_checks=[c_ok], jobs=[dg.define_asset_job("j", selection=[a, b, c])])
+instance = in_process_instance(os.environ["DAGSTER_HOME"])
+gc.freeze()
+instance.add_dynamic_partitions("p", ["k1", "k2", "k3", "k4"])
+with hold_connections(instance):
+    for key in ("k1", "k2", "k3", "k4"):
+        assert defs.resolve_job_def("j").execute_in_process(instance=instance, partition_key=key).success
+"""
+
+
+def floor_cpu(work: Path) -> float:
+    """CPU seconds of the floor under a 10-sample run: the same libraries imported, the same
+    in-process instance (fresh home), and four in-process Dagster runs of three trivial
+    partitioned assets and a check each (what a two-model evaluation's four runs cost
+    Dagster with no work of ours in them)."""
+    import resource
+    import shutil
+
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    shutil.copy(ROOT / "dagster.yaml", work / "home" / "dagster.yaml")
+    env = dict(os.environ, DAGSTER_HOME=str(work / "home"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run([sys.executable, "-c", FLOOR_PROBE], capture_output=True, text=True, cwd=ROOT, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"the Dagster floor probe failed:\n{out.stderr[-3000:]}")
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def run_cpu(tree: Path, work: Path) -> tuple[float, float]:
     """(CPU seconds, wall seconds) of one ``facetlake run`` of :data:`RUN_SPEC` with the code
     of ``tree``, in a fresh lake and Dagster home under ``work``."""
@@ -126,11 +185,13 @@ def run_table(repeats: int, baseline: str | None) -> None:
             run_cpu(ROOT, Path(tmp) / "warm")  # warm the file cache once (not counted)
             cpu: dict[str, list[float]] = {k: [] for k in trees}
             wall: dict[str, list[float]] = {k: [] for k in trees}
+            floor: list[float] = []
             for _ in range(repeats):
                 for label, tree in trees.items():  # A B A B ...
                     c, w = run_cpu(tree, Path(tmp) / "work")
                     cpu[label].append(c)
                     wall[label].append(w)
+                floor.append(floor_cpu(Path(tmp) / "floor"))
         finally:
             if baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True)
@@ -145,6 +206,9 @@ def run_table(repeats: int, baseline: str | None) -> None:
                 ratio = f"{statistics.median(a / b for a, b in zip(cpu[label], cpu[labels[-1]])):.2f}"
             table.add_row(label, f"{statistics.median(cpu[label]):.2f}", f"{min(cpu[label]):.2f}",
                           f"{statistics.median(wall[label]):.2f}", ratio)
+        floor_ratio = f"{statistics.median(f / b for f, b in zip(floor, cpu[labels[-1]])):.2f}" if baseline else ""
+        table.add_row("floor: imports, instance, 4 trivial Dagster runs", f"{statistics.median(floor):.2f}", f"{min(floor):.2f}", "",
+                      floor_ratio)
         Console(width=160).print(table)
 
 
