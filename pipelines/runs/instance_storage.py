@@ -23,7 +23,7 @@ process opens the same Dagster home with two overrides (:func:`in_process_instan
 (``pipelines.runs.runner``): a run's creation and its planned events are stored before its
 ``RUN_START``, so a window that starts with the run alone would miss them (issue 26, "Fixed
 cost of a run": with the window, the run storage and ``OPENBLAS_NUM_THREADS=1``
-(pipelines/runs/heap.py) a 10-sample run went from 0.71x to 0.64x of 5b73d7a's CPU).
+(pipelines/runs/heap.py) a 10-sample run went from 0.71x to 0.64x of 5b73d7a's CPU; docs/metrics.md).
 
 Why only during a run: SQLite's locks are POSIX advisory locks, which a process loses on
 *every* file descriptor of that file as soon as it closes any one of them. A connection
