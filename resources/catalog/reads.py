@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -109,6 +110,7 @@ def identity_sha256(spec: str, identity: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------- reads
 _FRAMES: "OrderedDict[tuple, pl.DataFrame]" = OrderedDict()  # catalog tables read, per commit (commit_stamp)
 _FRAMES_KEPT = 16
+_FRAMES_LOCK = threading.Lock()
 
 
 def _read(lake: LakeStore, table: str) -> pl.DataFrame:
@@ -119,13 +121,16 @@ def _read(lake: LakeStore, table: str) -> pl.DataFrame:
     stamp = lake.commit_stamp(table)
     if stamp is None:
         return lake.read(table)
-    frame = _FRAMES.get(stamp)
-    if frame is None:
-        frame = _FRAMES[stamp] = lake.read(table)
+    with _FRAMES_LOCK:
+        frame = _FRAMES.get(stamp)
+        if frame is not None:
+            _FRAMES.move_to_end(stamp)
+            return frame
+    frame = lake.read(table)
+    with _FRAMES_LOCK:  # (a thread of the view server may read the catalog meanwhile)
+        _FRAMES[stamp] = frame
         while len(_FRAMES) > _FRAMES_KEPT:
             _FRAMES.popitem(last=False)
-    else:
-        _FRAMES.move_to_end(stamp)
     return frame
 
 
