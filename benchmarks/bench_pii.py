@@ -184,7 +184,7 @@ def main() -> None:
     if args.model:
         name, url = args.model.split("@", 1)
         strategies.append(("model", ["model"], {"model": {"model": name, "base_url": url}}))
-    sets = {"planted-heldout3": planted_labelled("heldout3"), "planted-heldout2": planted_labelled("heldout2"), "planted-heldout": planted_labelled("heldout"), "planted-dev": planted_labelled("dev"),
+    sets = {"planted-heldout4": planted_labelled("heldout4"), "planted-heldout3": planted_labelled("heldout3"), "planted-heldout2": planted_labelled("heldout2"), "planted-heldout": planted_labelled("heldout"), "planted-dev": planted_labelled("dev"),
             "planted-dev2": planted_labelled("dev2"), "ner": ner_labelled(), "holdout": holdout_labelled(), "dev": labelled()}
     results: dict[str, list[tuple[str, dict]]] = {k: [] for k in sets}
     for label, names, options in strategies:

@@ -7,7 +7,9 @@ The planted corpus is tests/data/pii_planted (README.md there: how it was made);
 ner strategy was tuned on its dev and dev2 parts, then (third round) on the kinds of
 name the held-out part missed; heldout2 was written after that, measured once, and its
 misses' kinds were fixed in the fourth round (tests/test_anonymise_round4.py); heldout3 was
-written blind during the fourth round and measured once after it (not tuned on).
+written blind during the fourth round, measured once after it, and tuned on in the fifth
+(tests/test_anonymise_round5.py); heldout4 was written blind during the fifth round and
+measured once after it (not tuned on).
 Measured with the code of benchmarks/bench_pii.py.
 """
 
@@ -103,7 +105,11 @@ def test_the_third_held_out_part_measured_blind(ner):
     2 replacements covering a neighbouring word. Issue 26's goal (0.95 for every type) is
     NOT met on unseen text: each round lifts the parts it reads to 1.000 and the next
     unseen part measures organisations near 0.7 (heldout2: 0.745, heldout3: 0.689). These
-    are floors: a change may raise them, never lower them."""
+    are floors: a change may raise them, never lower them. The fifth round then read its
+    misses and fixed their kinds (tests/test_anonymise_round5.py), so it is no longer held
+    out: measured after that round, PERSON 1.000 / 0.978, LOCATION 1.000 / 1.000,
+    ORGANIZATION 0.967 / 1.000, both telephone numbers, every planted entity wholly
+    masked, nothing swallowed."""
     bench_pii, pii_texts = _bench()
     data = pii_texts.planted_labelled("heldout3")
     assert len(data) == 45 and sum(len(g) for _, g in data) == 221
@@ -113,6 +119,40 @@ def test_the_third_held_out_part_measured_blind(ner):
         assert result["recall"][kind] >= recall and result["precision"][kind] >= precision, (kind, result["recall"][kind],
                                                                                               result["precision"][kind])
     assert result["masked"] >= 0.923 and result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 38
+    assert len(result["swallowed"]) <= 2, result["swallowed"]
+    after_round_five = {"PERSON": (1.0, 0.977), "LOCATION": (1.0, 1.0), "ORGANIZATION": (0.967, 1.0), "PHONE_NUMBER": (1.0, 1.0)}
+    for kind, (recall, precision) in after_round_five.items():
+        assert result["recall"][kind] >= recall and result["precision"][kind] >= precision, (kind, result["misses"], result["false"])
+    assert result["masked"] == 1.0 and result["swallowed"] == [], (result["masked"], result["swallowed"])
+
+
+@pytest.mark.slow  # about 1 s of texts, but loads the pipeline like the tests above
+def test_the_fourth_held_out_part_measured_blind(ner):
+    """heldout4 (45 texts, 105 persons, 84 places, 73 organisations, 2 e-mails, 5 telephone
+    numbers; Lao, Khmer, Burmese, Nepali, Sinhala, Punjabi, Gujarati, Urdu, Pashto, Kurdish,
+    Azerbaijani, Uzbek, Kyrgyz, Bashkir, Chechen, Belarusian, Bulgarian, Macedonian,
+    Bosnian, Luxembourgish, Faroese, Greenlandic, Basque, Occitan, Corsican, Sardinian,
+    Maltese, Amazigh, Wolof, Fula, Lingala, Oromo, Tswana, Shona, Chichewa, Cherokee,
+    Aymara, Guarani, Mapudungun, Haitian Creole and Papiamento names and institution words)
+    was written blind for the fifth round, by a writer who had not read the anonymiser's
+    code, while the round tuned on heldout3, and measured once with its code: PERSON 1.000
+    / 0.729, LOCATION 0.893 / 0.872, ORGANIZATION 0.479 / 0.950, PHONE_NUMBER 0.8; 91.4% of
+    planted entities wholly masked (2 of 269 not masked at all, a place and a telephone
+    number; 21 partly, 12 organisations and 9 places; every person wholly masked); every
+    mention of a detected entity replaced (37 of 37); 2 replacements covering a neighbouring
+    word. The goal (0.95 for every type) is NOT met on unseen text, and the fifth round did
+    not move the unseen organisation figure up (heldout2 0.745, heldout3 0.689, heldout4
+    0.479): institutions named in languages the word lists and the English model do not know
+    are typed PERSON or LOCATION. These are floors: a change may raise them, never lower them."""
+    bench_pii, pii_texts = _bench()
+    data = pii_texts.planted_labelled("heldout4")
+    assert len(data) == 45 and sum(len(g) for _, g in data) == 269
+    result = bench_pii.evaluate(ner, data)
+    measured = {"PERSON": (1.0, 0.729), "LOCATION": (0.892, 0.872), "ORGANIZATION": (0.479, 0.95), "PHONE_NUMBER": (0.8, 1.0)}
+    for kind, (recall, precision) in measured.items():
+        assert result["recall"][kind] >= recall and result["precision"][kind] >= precision, (kind, result["recall"][kind],
+                                                                                              result["precision"][kind])
+    assert result["masked"] >= 0.914 and result["all_mentions"] == 1.0 and result["n_detected_groups"] >= 37
     assert len(result["swallowed"]) <= 2, result["swallowed"]
 
 
@@ -269,7 +309,7 @@ def test_no_held_out_name_is_in_a_word_list():
     for value in vars(lex).values():
         if isinstance(value, (frozenset, tuple)):
             listed |= {fold(str(w)).rstrip(".") for w in value}
-    for text, gold in [t for part in ("heldout", "heldout2", "heldout3") for t in pii_texts.planted_labelled(part)]:
+    for text, gold in [t for part in ("heldout", "heldout2", "heldout3", "heldout4") for t in pii_texts.planted_labelled(part)]:
         for kind, a, b in gold:
             name = text[a:b]
             assert fold(name) not in listed, name
@@ -297,7 +337,7 @@ def test_no_held_out_name_is_in_a_word_list():
     ("Ayten Korkmaz runs Korkmaz Denizcilik in Mersin.", "[PERSON_1] runs [ORGANIZATION_1] in [LOCATION_1]."),
     ("Sigþór Hallsson leads Skógræktarfélagið in Borgarnes.", "[PERSON_1] leads [ORGANIZATION_1] in [LOCATION_1]."),
     ("Kazimiera Gołębiowska pracuje w Nadleśnictwo Hajnówka.", "[PERSON_1] pracuje w [ORGANIZATION_1]."),
-    ("Bursa Tekstil Sanayi A.Ş. pays Hülya Karakoç in cash.", "[ORGANIZATION_1]. pays [PERSON_1] in cash."),
+    ("Bursa Tekstil Sanayi A.Ş. pays Hülya Karakoç in cash.", "[ORGANIZATION_1] pays [PERSON_1] in cash."),  # round five: the legal form's closing dot is replaced with it
     ("Dear Tjaša, the room at Hotel Zlatorog in Bohinj is booked.", "Dear [PERSON_1], the room at [ORGANIZATION_1] in [LOCATION_1] is booked."),
     # a legal form that is also a name particle ("AB") stays in the name
     ("Norrland Skog AB fined Elsa Wikström. Wikström appealed.", "[ORGANIZATION_1] fined [PERSON_1]. [PERSON_1] appealed."),

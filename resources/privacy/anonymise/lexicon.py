@@ -120,6 +120,11 @@ KNOWN_ORGANIZATIONS = frozenset({
     "european commission", "united nations", "red cross", "charité", "mayo clinic",
 })
 
+# Months and days of the week, singular and plural ("On Saturdays Ana plays"): never part of a name.
+MONTHS_AND_DAYS = frozenset(
+    w + s for w in """monday tuesday wednesday thursday friday saturday sunday january february march april may june
+    july august september october november december""".split() for s in ("", "s"))
+
 # Generic words that make a capitalised name an organisation when they end it (industry,
 # trade and institution nouns; the NER strategy's typing, resources/privacy/anonymise/__init__.py).
 ORG_HEAD_WORDS = frozenset(
@@ -138,7 +143,7 @@ ORG_HEAD_WORDS = frozenset(
     diagnostics therapeutics biosciences genomics biotech biologics optics electronics engineering architects
     surveyors accountants recruitment joinery roofing plumbing haulage removals imports exports supplies rentals
     observatory archive archives laboratory lines guild syndicate consortium collective
-    inn hostel motel guesthouse brothers bros sons
+    inn hostel motel guesthouse brothers bros sons co-operative co-op coop
     """.split()
 )
 
@@ -188,7 +193,7 @@ LOCATION_LEAD_WORDS = frozenset(
 NAME_PARTICLES = frozenset(
     """
     de del della delle dei degli di da das do dos du des la le les el al van von der den ter ten y i e bin ibn bint
-    ben ap ab mac nic ní ó ua na
+    ben ap ab mac nic ní ó ua na binti binte ferch verch ould
     """.split()
 )
 
@@ -198,6 +203,8 @@ ORG_LEGAL_FORMS = frozenset(
     Inc Ltd LLC LLP PLC plc Corp Co GmbH mbH AG KG OHG UG eG SE SA NV BV VOF AB Oy Oyj AS ASA A/S ApS ehf hf Kft Zrt
     Nyrt Bt SpA Srl SARL SAS SL SLU Ltda Lda Pty Bhd Pte KK Sdn s.r.o a.s d.o.o d.d S.A S.p.A S.r.l S.L e.V Cie
     A.Ş AŞ
+    OÜ SIA UAB JSC CJSC OJSC PJSC OOO ZAO PAO TOV EOOD OOD EAD DOOEL Tbk PLLC SRL Sàrl SASU EURL SNC GIE BVBA CVBA
+    SPRL VZW ASBL KGaA IVS AMBA Ky Tmi slf ShPK IKE EPE Kkt MChJ Pvt
     """.split()
 )
 

@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping
 from resources.privacy.anonymise import cues
 from resources.privacy.anonymise import lexicon as lex
 from resources.privacy.anonymise import spans as spans_mod
+from resources.privacy.anonymise import structure
 from resources.privacy.anonymise.base import Entity
 from resources.privacy.anonymise.loaders import NER_LABELS, fold, load_ner_pipeline, place_names
 from resources.privacy.anonymise.rules import _STOP, _UP, NAME_WORD, RuleBasedNER, _alternation, _is_stop
@@ -47,7 +48,8 @@ def _person_verb(word: str) -> bool:
     return bool({w, w + "s", w + "es", w + "ed", w + "d", w[:-1] + "ied"} & _PERSON_VERBS)
 
 
-_STRONG_PLACE_PREPOSITIONS = frozenset({"in", "near", "outside", "inside", "around", "across", "through", "into", "à", "nach"})
+_STRONG_PLACE_PREPOSITIONS = frozenset({"in", "near", "outside", "inside", "around", "across", "through", "into", "à", "nach",
+                                        "above", "below", "beyond", "beneath"})
 # nouns that, right before a name, say what kind of body it is ("the charity X", "its supplier, X")
 _ORG_APPOSITION_NOUNS = frozenset(
     "charity firm company publisher broadcaster airline supplier retailer manufacturer brand startup insurer lender "
@@ -108,13 +110,28 @@ def _bare_part_evidence(text: str, start: int, end: int, votes: Mapping[tuple[in
     return 0.0
 
 
+def heading_word(word: str) -> bool:
+    """Whether ``word``, opening a sentence before "for", "to", "from", "by" or "with" and a
+    name, is an English noun that heads the line ("Invoice for …", "Letter to …") and no
+    word of an institution's or a place's name ("Ministry for …", "Bay of …") nor a given
+    name. Never raises."""
+    w = word.lower()
+    return (spans_mod.Dictionary.is_noun(word) and w not in lex.ORG_HEAD_WORDS and w not in lex.ORG_LEAD_WORDS
+            and w not in lex.PLACE_HEAD_WORDS and w not in lex.PLACE_LEAD_WORDS and w not in lex.PLACE_OF_NOUNS
+            and w not in lex.GIVEN_NAMES and w not in lex.ADMIN_AREA_WORDS and w not in lex.ORG_TRADE_WORDS)
+
+
 def _without_sentence_opener(text: str, span: tuple[int, int], propn: Any) -> tuple[int, int]:
     """``span`` (start, end offsets into ``text``) without a sentence's opening word that the
     tagger reads as no proper noun ("Later Hordiienko wrote", "Meanwhile Ada Ruiz"): an
     English word, not a given name nor a place's lead word, followed by a capitalised word
-    (issue 26, fault 3: a replacement swallowed the neighbouring word). ``propn(offset)``:
+    (issue 26, fault 3: a replacement swallowed the neighbouring word); and an English noun
+    with a preposition after it, whatever the tagger says ("Invoice for Ana Diaz"). ``propn(offset)``:
     True / False from the tagger, None without one (then the span is kept). Never raises."""
     start, end = span
+    m = re.match(r"([A-Za-z]+)\s+(?:for|to|from|by|with)\s+(?=[A-Z])", text[start:end])
+    if m and spans_mod.sentence_initial(text, start) and heading_word(m.group(1)):
+        return start + m.end(), end  # "Invoice for Ana Diaz": a heading noun and its preposition
     m = re.match(r"([A-Za-z]+)\s+(?=[A-Z])", text[start:end])
     if not m or propn(start) is not False or not spans_mod.sentence_initial(text, start):
         return span
@@ -310,8 +327,9 @@ class NERRecogniser:
         for key in [k for k in votes if any(a < k[1] and k[0] < b for a, b in addresses)]:
             del votes[key]
         for a, b in addresses:
-            votes[(a, b)] = {"PERSON": 0.0, "LOCATION": 4.0, "ORGANIZATION": 0.0}
+            votes[(a, b)] = {"PERSON": 0.0, "LOCATION": 6.0 if re.search(r"\d", text[a:b]) else 4.0, "ORGANIZATION": 0.0}
         self._round4(text, votes, vote)
+        structure.widen(text, votes)  # "… sh.p.k.", "… B.V." with its closing dot
         pairs = cues.acronym_pairs(text, votes)
         for (a, b), _ in pairs:  # a defined acronym is a candidate ("NKSB (the Norrbottens Kraftsamband)")
             vote(a, b, None, 0.0)
@@ -391,8 +409,13 @@ class NERRecogniser:
                     and not (spans_mod.Dictionary.head_noun(lowered[-1]) and not spans_mod.is_place(lowered[-1]))):
                 box["PERSON"] += 1.25  # two to four capitalised words, no institution word, not a place: mostly a person
             box["PERSON"] += _bare_part_evidence(text, start, end, votes)
+            for kind, weight in structure.evidence(text, start, end).items():
+                box[kind] += weight
+            if structure.after_the(text, start, end):  # "the Orfeó de …": a body, no person
+                box["ORGANIZATION"], box["PERSON"] = box["ORGANIZATION"] + box["PERSON"], 0.0
             if not any(box.values()):  # a name with no evidence of its type is still a name
-                box["LOCATION" if len(words) == 1 and (prev in lex.LOCATION_LEAD_WORDS or prev == "at") else "PERSON"] += 0.5
+                box["LOCATION" if len(words) == 1 and (prev in lex.LOCATION_LEAD_WORDS or prev == "at")
+                    else "ORGANIZATION" if structure.after_the(text, start, end) else "PERSON"] += 0.5
 
     @staticmethod
     def _type(text: str, votes: dict[tuple[int, int], dict[str, float]], links: list[tuple[str, str]] = ()) -> dict[str, str]:

@@ -41,6 +41,12 @@ _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:
 _PHONE = re.compile(
     r"(?<![\w+/])(?:\+\d{1,3}[ .-]?)?(?:\(0?\d{1,5}\)[ .-]?)?\d{1,5}(?:[ ./-]\d{2,8}){0,4}(?![\w/])"
 )
+# an international number (a "+" or "00" and a country code), then groups of one to five
+# digits, the last of two or more: a subscriber part with a one-digit group ("+374 264 2 31
+# 87", "+36 1 234 5678", "0049 30 1 23 45 67") that :data:`_PHONE` cuts after its first group
+_PHONE_INTL = re.compile(
+    r"(?<![\w+/])(?:\+|00)[1-9]\d{0,2}(?:\s?\(0\))?(?:[ .-]\d{1,5}){0,6}[ .-]\d{2,5}(?![\w/])"
+)
 _PHONE_CUE = re.compile(r"(?i)(?:phone|tel|telephone|mobile|cell|fax|call|ring|text|whatsapp|handy|telefon|nr\.?|number)\W{0,4}$")
 _DATE_LIKE = re.compile(r"^\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$")
 
@@ -48,7 +54,8 @@ _DATE_LIKE = re.compile(r"^\d{1,4}[./-]\d{1,2}[./-]\d{1,4}$")
 class DeterministicRecogniser:
     """Stage 1: e-mail, telephone, IPv4/IPv6, credit card (Luhn) and IBAN (mod 97).
 
-    Telephone numbers are 7-15 digits that carry a sign of being one (a leading ``+``,
+    Telephone numbers are 7-15 digits that carry a sign of being one (a leading ``+``
+    or ``00`` and a country code, whatever the groups after it,
     an area code in parentheses, three or more groups, a trunk ``0`` with two groups, or a
     cue word such as "phone"/"call" just before); dates are never phone numbers.
     """
@@ -86,8 +93,15 @@ class DeterministicRecogniser:
                         continue
                     out.append(Entity("IP_ADDRESS", m.start(), m.end(), m.group(), self.name))
         if "PHONE_NUMBER" in want:
+            international = []
+            for m in _PHONE_INTL.finditer(text):
+                if 7 <= len(re.sub(r"\D", "", m.group())) <= 15:
+                    international.append((m.start(), m.end()))
+                    out.append(Entity("PHONE_NUMBER", m.start(), m.end(), m.group(), self.name))
             for m in _PHONE.finditer(text):
                 span = m.group()
+                if any(a < m.end() and m.start() < b for a, b in international):
+                    continue
                 digits = re.sub(r"\D", "", span)
                 if not 7 <= len(digits) <= 15 or _DATE_LIKE.match(span):
                     continue

@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 from resources.privacy.anonymise import lexicon as lex
 from resources.privacy.anonymise.loaders import PACKAGED_NER_MODEL, fold, load_ner_pipeline, place_names
+from resources.privacy.anonymise.structure import is_connector
 
 Span = tuple[int, int]
 
@@ -38,7 +39,7 @@ _STOP_EXTRA = frozenset(
     cheers subject re fwd from to cc attendees attendance minutes note ok yes no
     iban bic swift vat tel fax login il gli ein eine einen einem einer une
     """.split()
-)
+) | lex.MONTHS_AND_DAYS
 _PARTICLE_SPLIT = frozenset(lex.NAME_PARTICLES) | {"of", "for", "&", "o"}  # "o": Māori "of" ("Te Rūnanga o …")
 # the endings compared with folded words (fold: lower case, accents off; "şirketi" -> "sirketi")
 ORG_ENDINGS = tuple(sorted({fold(e) for e in lex.ORG_WORD_ENDINGS}))
@@ -120,6 +121,14 @@ class Dictionary:
         return 1.0 if w in nouns else 0.0
 
     @classmethod
+    def only_adjective(cls, word: str) -> bool:
+        """Whether ``word``'s only English reading is an adjective (no stop word, noun, verb or
+        adverb): a given name that WordNet also lists as a rare adjective ("Ane")."""
+        t = cls.tables()
+        w = word.lower()
+        return w in t.get("adj", ()) and not any(w in t.get(pos, ()) for pos in ("stop", "noun", "verb", "adv"))
+
+    @classmethod
     def is_noun(cls, word: str) -> bool:
         """Whether ``word`` (or its singular) is an English common noun."""
         nouns = cls.tables().get("noun", frozenset())
@@ -164,9 +173,11 @@ def name_chunks(text: str, propn: Callable[[int], bool | None] | None = None, ke
                 run.append(j + 1)
                 j += 1
                 continue
-            if gap in (" & ", " ") and nxt.group().lower() in _PARTICLE_SPLIT | {"and"}:
+            connector = gap == " " and is_connector(nxt.group())  # "Samahang Magsasaka ng Laguna"
+            if gap in (" & ", " ") and (nxt.group().lower() in _PARTICLE_SPLIT | {"and"} or connector):
                 k = j + 1  # particles between capitalised words ("de la", "van der", "of")
-                while k < len(words) and k - j <= 3 and words[k].group().lower() in _PARTICLE_SPLIT and text[words[k - 1].end() : words[k].start()] == " ":
+                while k < len(words) and k - j <= 3 and (words[k].group().lower() in _PARTICLE_SPLIT or (k == j + 1 and connector)) \
+                        and text[words[k - 1].end() : words[k].start()] == " ":
                     k += 1
                 particles = [words[m].group().lower() for m in range(j + 1, k)]
                 joins = gap == " " and k < len(words) and text[words[k - 1].end() : words[k].start()] == " " and is_capitalised(words[k].group())
@@ -198,8 +209,9 @@ def name_chunks(text: str, propn: Callable[[int], bool | None] | None = None, ke
             if lower in _STOP_EXTRA or Dictionary.is_stop(first) or lower in lex.PERSON_LEAD_WORDS or lower.rstrip(".") in {t.lower() for t in lex.TITLES}:
                 run.pop(0)
             elif sentence_initial(text, words[run[0]].start()) and Dictionary.is_common(first) and words[run[0]].start() not in keep \
-                    and not (len(run) > 1 and (lower in lex.GIVEN_NAMES or lower in lex.PLACE_LEAD_WORDS)):
-                run.pop(0)
+                    and not (len(run) > 1 and (lower in lex.GIVEN_NAMES or lower in lex.PLACE_LEAD_WORDS)) \
+                    and not (len(run) > 1 and propn and propn(words[run[0]].start()) and Dictionary.only_adjective(first)):
+                run.pop(0)  # (a proper noun whose only English reading is a rare adjective, "Ane", opens the name)
             elif first[0].islower() or first == "&":  # a lower-case particle does not open a name
                 run.pop(0)
             else:
@@ -271,7 +283,7 @@ def repair(text: str, start: int, end: int, chunks: Iterable[Span]) -> list[Span
 # --------------------------------------------------------------------------- addresses
 _UPPER = "".join(re.escape(chr(c)) for c in [*range(0x41, 0x250), *range(0x370, 0x530)] if chr(c).isupper())
 _NAME = rf"(?:[dlDL]['’])?[{_UPPER}][\w'’ʻ-]*"
-_STREET_WORD = r"(?:ul\.|ulica|al\.|aleja|os\.|g\.|gatan|gata|gate|gade|vej|veien|vegen|katu|tie|utca|u\.|út|tér|cesta|ulice|náměstí|nám\.|str\.|strada|calea|bulevardul|bd\.|rynek|plac|trg|ulitsa|prospekt|vulytsia|iela|tänav|rue|chemin|allée|impasse|quai|cours|route|calle|carrer|camino|avenida|rua|travessa|largo|via|viale|piazza|vicolo|corso)"
+_STREET_WORD = r"(?:ul\.|ulica|al\.|aleja|os\.|g\.|gatan|gata|gate|gade|vej|veien|vegen|katu|tie|utca|u\.|út|tér|cesta|ulice|náměstí|nám\.|str\.|strada|calea|bulevardul|bd\.|rynek|plac|trg|ulitsa|prospekt|vulytsia|iela|tänav|rue|chemin|allée|impasse|quai|cours|route|calle|carrer|camino|avenida|rua|travessa|largo|via|viale|piazza|vicolo|corso|st\.|tee|maantee|puiestee|jalan|jln\.|jl\.|lorong|lrg\.|soi|thanon|odos|sokak|sokağı|caddesi|cad\.)"
 # "<street name words> <number>" with a street word anywhere ("Liepų g. 7", "ul. Jaśminowa 14", "Strada Florilor 3")
 _STREET_NUMBER_RE = re.compile(
     rf"(?<![\w])\d{{1,4}}[a-z]?,?\s+(?i:{_STREET_WORD})\s+(?:(?:{'|'.join(lex.NAME_PARTICLES)})\s+|[dlDL]['’])*{_NAME}(?:\s+{_NAME})?"
@@ -280,8 +292,22 @@ _STREET_NUMBER_RE = re.compile(
     rf"|(?<![\w])(?:{_NAME}\s+)?{_NAME}(?i:katu|tie|gatan|gata|gate|gade|vej|veien|vegen|iela|tänav|utca|straße|strasse|weg|gasse|platz|allee|ring|damm|ufer)\s+\d{{1,4}}[A-Za-z]?(?:\s[A-Z]\b)?"
 )
 # "<street name words> <number>, <postcode> <town>" where the street has no street word ("Kneza Miloša 41, 11000 Beograd")
-_BARE_STREET_RE = re.compile(rf"(?<![\w])((?:{_NAME}\s+){{0,3}}{_NAME}\s+\d{{1,4}}[A-Za-z]?),\s+(?=(?:[A-Z]{{1,2}}-)?\d{{4,5}}\s+[^\W\d_])")
-_POSTCODE_TOWN_RE = re.compile(rf"(?:(?<=,\s)|(?<=^)|(?<=\n))((?:[A-Z]{{1,2}}-)?\d{{4,5}}(?:\s[A-Z]{{2}})?)\s+((?:{_NAME})(?:\s+(?:{_NAME}))*)")
+# a postcode: 4-5 digits with an optional country prefix ("LV-4201"), 3 + 2 digits (Czech,
+# Slovak, Greek, Swedish: "059 42"), 3-4 digits (Japan: "507-0033"); Dutch letters after it
+_POSTCODE = r"(?:(?:[A-Z]{1,2}-)?\d{4,5}|\d{3}\s\d{2}|\d{3}-\d{4})(?:\s[A-Z]{2})?"
+_PARTICLES = "|".join(lex.NAME_PARTICLES)
+# the street's own words may hold one lower-case street word of any language ("Ropka tee 14")
+_BARE_STREET_RE = re.compile(
+    rf"(?<![\w])((?:{_NAME}\s+){{0,3}}{_NAME}(?:\s+([^\W\d_A-Z]{{2,9}}))?\s+\d{{1,4}}[A-Za-z]?),\s+(?={_POSTCODE}\s+[^\W\d_])")
+_POSTCODE_TOWN_RE = re.compile(
+    rf"(?:(?<=,\s)|(?<=^)|(?<=\n))({_POSTCODE})\s+((?:{_NAME})(?:\s+(?:(?:{_PARTICLES})\s+)?(?:{_NAME}))*)")
+# a house number, hyphenated blocks included ("2-7-5"), then capitalised words and a comma,
+# after "at" or "to" ("lives at 12 Bracken Brae, Kilbrannock"): a street with no street word
+_NUMBER_FIRST_RE = re.compile(rf"(?<=\b(?:at|to)\s)\d{{1,4}}(?:-\d{{1,4}}){{0,3}}[A-Za-z]?\s+((?:{_NAME}\s+){{0,2}}{_NAME})(?=,\s+[A-Z])")
+# a house number before a street ("No. 12, Jalan …", "Nr. 4 …")
+_HOUSE_NUMBER_BEFORE = re.compile(r"(?:No|Nr|Nº|№)\.?\s?\d{1,4}[A-Za-z]?,?\s+$")
+# a postcode after a town ("Tajimi 507-0033")
+_POSTCODE_AFTER = re.compile(r"\s+(?:\d{3}-\d{4}|\d{3}\s\d{2}|\d{5,6})(?![\w-])")
 _UK_POSTCODE_RE = re.compile(r"\b[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}\b")
 
 
@@ -296,20 +322,42 @@ def address_spans(text: str, streets: Iterable[Span] = ()) -> tuple[list[Span], 
     or at a line start ("37412 Herzberg-Lonau").
     """
     street: list[Span] = [(m.start(), m.end()) for m in _STREET_NUMBER_RE.finditer(text)]
-    street += [(m.start(1), m.end(1)) for m in _BARE_STREET_RE.finditer(text)]
+    street += [(m.start(1), m.end(1)) for m in _BARE_STREET_RE.finditer(text) if not (m.group(2) and Dictionary.is_stop(m.group(2)))]
+    street += [(m.start(), m.end()) for m in _NUMBER_FIRST_RE.finditer(text) if not _common_run(m.group(1))]
     street += [s for s in streets]
+    merged: list[Span] = []  # overlapping readings of one street are one span ("No. 12, Jalan …")
+    for a, b in sorted((_house_number_start(text, a), b) for a, b in street):
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    street = merged
     towns: list[Span] = []
     for m in _POSTCODE_TOWN_RE.finditer(text):
         town = _trim_town(text, m.start(1), m.end(2))
         if town:
             towns.append(town)
     for a, b in street:
-        m = re.match(rf",\s+((?:(?:[A-Z]{{1,2}}-)?\d{{4,5}}\s+)?{_NAME}(?:\s+(?:{'|'.join(lex.NAME_PARTICLES)}\s+)?{_NAME}){{0,3}})", text[b:])
+        m = re.match(rf",\s+((?:{_POSTCODE}\s+)?{_NAME}(?:\s+(?:(?:{_PARTICLES})\s+)?{_NAME}){{0,3}})", text[b:])
         if m:
             town = _trim_town(text, b + m.start(1), b + m.end(1))
             if town:
-                towns.append(town)
+                after = _POSTCODE_AFTER.match(text, town[1])
+                towns.append((town[0], after.end()) if after and not re.search(r"\d", text[town[0]:town[1]]) else town)
+    towns = [t for t in towns if not any(o != t and o[0] <= t[0] and t[1] <= o[1] for o in towns)]  # the longest reading
     return street, towns
+
+
+def _common_run(words: str) -> bool:
+    """Whether a run of capitalised words after a number holds a stop word, a month or a
+    day ("12 March", "3 Mondays"): a date, not a street."""
+    return any(Dictionary.is_stop(w) or w.lower() in lex.MONTHS_AND_DAYS for w in words.split())
+
+
+def _house_number_start(text: str, start: int) -> int:
+    """``start`` moved back over a house number written before the street ("No. 12, ")."""
+    m = _HOUSE_NUMBER_BEFORE.search(text[max(0, start - 14) : start])
+    return start - len(m.group()) if m else start
 
 
 def _trim_town(text: str, start: int, end: int) -> Span | None:
