@@ -42,14 +42,7 @@ def record_run(
     dataset: str | None = None,
     provenance: Mapping[str, Any] | None = None,
 ) -> None:
-    """Append the provenance row of one asset materialisation to ``runs``.
-
-    A plain append (``fresh_keys``), not a MERGE on the table's key: the key (``run_id``,
-    asset, table, model, fingerprint) is new with every step execution (Dagster gives each
-    run a new id and no asset of ours has step retries; each asset records one row per
-    table), and a retried commit follows only a commit that did not land, so no stored row
-    can have it. A MERGE scanned the whole ``runs`` table, which grows with every run (ten
-    of them in a two-model evaluation, issue 26, "Fixed cost of a run")."""
+    """Append the provenance row of one asset materialisation to ``runs``."""
     lake.append(
         "runs",
         [
@@ -68,7 +61,6 @@ def record_run(
                 "provenance": json.dumps({"packages": package_versions(), **(provenance or {})}, default=str, sort_keys=True),
             }
         ],
-        fresh_keys=True,
     )
 
 
