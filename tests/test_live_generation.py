@@ -321,7 +321,7 @@ def test_vllm_backend_generates_with_logprobs(tiny_lm):
     from resources.backends.vllm import vllm_available
 
     if not vllm_available():
-        pytest.skip("vLLM is not installed (optional extra `facetlake[vllm]`, needs a GPU); no GPU machine on this task")
+        pytest.skip("vLLM is not installed (optional extra `facetlake[vllm]`, needs a CUDA GPU); the CUDA paths of the hf backend and BERTScore are checked by benchmarks/bench_gpu_paths.py")
     import torch
 
     if not torch.cuda.is_available():
