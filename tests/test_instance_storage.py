@@ -59,6 +59,15 @@ def _shape(path: Path) -> tuple:
         conn.close()
 
 
+def _in_process_home(tmp_path: Path, monkeypatch) -> tuple[Path, object]:
+    """A Dagster home with the project's dagster.yaml (set as DAGSTER_HOME) and its in-process instance."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home, in_process_instance(str(home))
+
+
 def test_a_new_run_file_is_the_stock_one_and_the_stock_class_reads_it(tmp_path, monkeypatch):
     """run-a's file is made through SQLAlchemy and Alembic and its statements recorded;
     run-b's by replaying them: both equal the stock class's files."""
@@ -226,11 +235,7 @@ def test_an_in_process_run_is_read_by_the_stock_instance_and_loads_alembic_scrip
     from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    instance = in_process_instance(str(home))
+    home, instance = _in_process_home(tmp_path, monkeypatch)
     assert type(instance.event_log_storage) is CachedEngineSqliteEventLogStorage
     assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
     lake = LakeStore(root=str(tmp_path / "lake"))
@@ -272,11 +277,7 @@ def test_a_command_s_runs_keep_one_connection_per_file_and_close_them_after(tmp_
     from resources.lake.resource import LakeStore
     from tests.conftest import small_spec
 
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    instance = in_process_instance(str(home))
+    home, instance = _in_process_home(tmp_path, monkeypatch)
     assert type(instance.run_storage) is CachedEngineSqliteRunStorage
     lake = LakeStore(root=str(tmp_path / "lake"))
     resolved = register(small_spec(name="held-connections", limit=5), lake, instance)
