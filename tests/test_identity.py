@@ -272,4 +272,4 @@ def test_catalog_tables_are_read_once_per_commit(tmp_path, monkeypatch):
     assert lake.commit_stamp("evaluations") != stamp
     assert evaluation_row(lake, "cached-b")["fingerprint"] == second.fingerprint
     assert LakeStore(root=str(tmp_path / "elsewhere")).commit_stamp("evaluations") is None  # no table, nothing cached
-    assert len(reads._FRAMES) <= reads._FRAMES_KEPT
+    assert len(reads._FRAMES) <= reads._FRAMES.size

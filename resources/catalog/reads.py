@@ -10,8 +10,6 @@ import datetime as dt
 import hashlib
 import json
 import re
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -20,6 +18,7 @@ import polars as pl
 from metric_ops.errors import FacetlakeError
 from resources.catalog.spec import PIN_KEYS, EvaluationSpec, canonical_json
 from resources.lake.resource import LakeStore
+from resources.lake.tables import PerCommitCache
 
 
 FP_PREFIX = 12
@@ -108,9 +107,7 @@ def identity_sha256(spec: str, identity: Mapping[str, Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- reads
-_FRAMES: "OrderedDict[tuple, pl.DataFrame]" = OrderedDict()  # catalog tables read, per commit (commit_stamp)
-_FRAMES_KEPT = 16
-_FRAMES_LOCK = threading.Lock()
+_FRAMES = PerCommitCache(16)  # the catalog tables read, per commit
 
 
 def _read(lake: LakeStore, table: str) -> pl.DataFrame:
@@ -121,17 +118,7 @@ def _read(lake: LakeStore, table: str) -> pl.DataFrame:
     stamp = lake.commit_stamp(table)
     if stamp is None:
         return lake.read(table)
-    with _FRAMES_LOCK:
-        frame = _FRAMES.get(stamp)
-        if frame is not None:
-            _FRAMES.move_to_end(stamp)
-            return frame
-    frame = lake.read(table)
-    with _FRAMES_LOCK:  # (a thread of the view server may read the catalog meanwhile)
-        _FRAMES[stamp] = frame
-        while len(_FRAMES) > _FRAMES_KEPT:
-            _FRAMES.popitem(last=False)
-    return frame
+    return _FRAMES.get_or_load(stamp, lambda: lake.read(table))
 
 
 def _evaluations(lake: LakeStore) -> pl.DataFrame:

@@ -64,9 +64,37 @@ def predicate_for(where: Mapping[str, str | Sequence[str]]) -> str:
 
 _POLARS_SCHEMAS: dict[str, Any] = {}
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
-_READ_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
-_READ_CACHE_LOCK = threading.Lock()
-_READ_CACHE_SIZE = 64
+
+
+class PerCommitCache:
+    """What was loaded from a table at one commit, keyed by :meth:`LakeTables.commit_stamp`
+    (any hashable key works), at most ``size`` entries, the least recently used dropped
+    first; safe to share between threads (a load runs outside the lock, so two threads may
+    load the same key once each)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+        self._items: "OrderedDict[Any, Any]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get_or_load(self, key: Any, load: Any) -> Any:
+        """The value kept for ``key``, or ``load()`` kept and returned."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = load()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+
+_READ_CACHE = PerCommitCache(64)  # DeltaTable objects for reading, per table commit
 
 
 def _local_root(delta: Any) -> tuple[str, str]:
@@ -240,24 +268,12 @@ class LakeTables:
         for a local table at its current version, one object per (table, commit) in this
         process, loaded once (tables are read many times between commits, ~1.3 ms a load)."""
         _settle(self, table, version)
-        log = self._local_log(table)
-        latest = _latest_commit(log) if log is not None and version is None else None
-        if latest is None:
+        stamp = self.commit_stamp(table) if version is None else None  # a table deleted and made again is another one
+        if stamp is None:
             return self.delta(table, version)
         from deltalake import DeltaTable
 
-        key = (str(log), *latest)  # the commit file's inode and mtime: a table deleted and made again is another one
-        with _READ_CACHE_LOCK:
-            cached = _READ_CACHE.get(key)
-            if cached is not None:
-                _READ_CACHE.move_to_end(key)
-                return cached
-        loaded = DeltaTable(self.uri(table), version=latest[0], storage_options=self._options())
-        with _READ_CACHE_LOCK:
-            _READ_CACHE[key] = loaded
-            while len(_READ_CACHE) > _READ_CACHE_SIZE:
-                _READ_CACHE.popitem(last=False)
-        return loaded
+        return _READ_CACHE.get_or_load(stamp, lambda: DeltaTable(self.uri(table), version=stamp[1], storage_options=self._options()))
 
     # ----------------------------------------------------------------- writes
     def replace(
