@@ -92,6 +92,17 @@ def _event_log_scripts() -> Any:
     return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
 
 
+def _kept_engine(conn_string: str) -> Any:
+    """A SQLAlchemy engine holding one SQLite connection to ``conn_string`` (a ``StaticPool``)
+    with Dagster's busy timeout, usable from any thread (its users serialise statements under
+    their own lock)."""
+    from dagster._core.storage.sql import create_engine
+    from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+    from sqlalchemy.pool import StaticPool
+
+    return create_engine(conn_string, poolclass=StaticPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+
+
 #: the statements that create a new run shard (tables, indexes, WAL, Alembic stamp), recorded
 #: from the first shard this process creates through SQLAlchemy and Alembic
 _SHARD_STATEMENTS: tuple[tuple[str, Any], ...] | None = None
@@ -164,18 +175,13 @@ class CachedEngineSqliteEventLogStorage(SqliteEventLogStorage):
 
     def _engine(self, shard: str) -> Any:
         from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
-        from dagster._core.storage.sql import create_engine
-        from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-        from sqlalchemy.pool import StaticPool
 
         engine = self._engines.get(shard)
         if engine is not None:
             self._engines.move_to_end(shard)
             return engine
         new_run = shard != INDEX_SHARD_NAME and not os.path.exists(self.path_for_shard(shard))
-        # one connection per file, used under the stock class's lock (hence any thread may use it)
-        engine = create_engine(self.conn_string_for_shard(shard), poolclass=StaticPool,
-                               connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+        engine = _kept_engine(self.conn_string_for_shard(shard))  # used under the stock class's lock
         if shard not in self._initialized_dbs:
             if new_run:
                 self._create_run_shard(engine)
@@ -299,14 +305,9 @@ class CachedEngineSqliteRunStorage(SqliteRunStorage):
             with super().connect() as conn:
                 yield conn
             return
-        from dagster._core.storage.sql import create_engine
-        from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-        from sqlalchemy.pool import StaticPool
-
         with self._lock:
             if self._engine is None:
-                self._engine = create_engine(self._conn_string, poolclass=StaticPool,
-                                             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False})
+                self._engine = _kept_engine(self._conn_string)
             with self._engine.connect() as conn:
                 with conn.begin():
                     yield conn

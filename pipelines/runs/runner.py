@@ -86,14 +86,14 @@ def _materialize(
     # not `__ephemeral_asset_job__`), subset to the selected assets and their checks, in this process
     defs = dg.Definitions(assets=ALL_ASSETS, asset_checks=ALL_CHECKS, jobs=ALL_JOBS, resources=resources)
     results = RunResults()
-    for dimension, names in groups.items():
-        part = dict(config)
-        if "ops" in config:
-            part["ops"] = {op: value for op, value in config["ops"].items() if op in with_siblings(names)}
-            if not part["ops"]:
-                del part["ops"]
-        job = defs.resolve_job_def(job_for(names, dimension))
-        with hold_connections(instance):  # a run's creation, planned events and steps on kept SQLite connections
+    with hold_connections(instance):  # each run's creation, planned events and steps on kept SQLite connections
+        for dimension, names in groups.items():
+            part = dict(config)
+            if "ops" in config:
+                part["ops"] = {op: value for op, value in config["ops"].items() if op in with_siblings(names)}
+                if not part["ops"]:
+                    del part["ops"]
+            job = defs.resolve_job_def(job_for(names, dimension))
             results.append(job.execute_in_process(
                 run_config=part,
                 instance=instance,
