@@ -81,12 +81,24 @@ def surname_comma_given(text: str, start: int, end: int) -> bool:
     """
     m = re.match(rf",\s+([{_UP}][\w'’-]+)(?!\s+[{_UP}])", text[end : end + 40])
     return bool(m) and _given(m.group(1).lower()) and m.group(1).lower() not in lex.AMBIGUOUS_GIVEN_NAMES
+
+
+def _given_first(lowered: list[str]) -> bool:
+    """Whether a known given name (not an ambiguous one) opens a name of two words or more."""
+    return len(lowered) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
+
+
+def _institution_word(lowered: list[str], given_first: bool) -> bool:
+    """Whether an institution word ends or opens the name (an institution phrase included),
+    or a trade word does where no given name opens it (:func:`trade_name`)."""
+    return (lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
+            or cues.lead_phrase(lowered))
+
+
 def institutional(lowered: list[str]) -> bool:
     """Whether a name's words (lower case, punctuation stripped) hold an institution word:
-    one ending or opening it, a legal form or institution ending, or a trade word."""
-    given_first = len(lowered) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
-    return (lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
-            or spans_mod.organisation_evidence(lowered) > 0 or cues.lead_phrase(lowered))
+    one ending or opening it, a legal form or institution ending, or a trade word. Never raises."""
+    return _institution_word(lowered, _given_first(lowered)) or spans_mod.organisation_evidence(lowered) > 0
 
 
 _AFTER_NAME = re.compile(r"(?:\s+(?:has|had|have|was|is|will|would|also|then|now|later|still|never|often|always|once|has been|had been))*\s+([\w-]+)")
@@ -370,12 +382,11 @@ class NERRecogniser:
                 box["ORGANIZATION"] += 3.0
             if re.fullmatch(r"[A-Z]{2,6}", span) and fold(span) not in place_names():
                 box["ORGANIZATION"] += 1.5  # an acronym ("FIMA", "KNUST") names an institution more than a person
-            given_first = len(words) >= 2 and _given(lowered[0]) and lowered[0] not in lex.AMBIGUOUS_GIVEN_NAMES
+            given_first = _given_first(lowered)
             if given_first:
                 box["PERSON"] += 2.0
             known_org = span.lower() in lex.KNOWN_ORGANIZATIONS and (len(span) > 4 or span.isupper())  # WHO, not "Who"
-            institutional = (lowered[-1] in lex.ORG_HEAD_WORDS or lowered[0] in lex.ORG_LEAD_WORDS or trade_name(lowered, given_first)
-                             or cues.lead_phrase(lowered))
+            institutional = _institution_word(lowered, given_first)
             if institutional or known_org:
                 box["ORGANIZATION"] += 3.0
             box["ORGANIZATION"] += spans_mod.organisation_evidence(words) + cues.legal_form_evidence(span)
